@@ -1,0 +1,1 @@
+//! The CPU backend: host tensors, rayon thread pool, gemm for MatMul.

@@ -1,0 +1,173 @@
+//! The backend trait: one method per primitive the ONNX op layer (`crate::ops`) lowers onto.
+//! Backends own tensor storage and kernels; they know nothing of ONNX attributes, opsets or
+//! graphs. Shapes passed in are already validated and normalised by the op layer (axes are
+//! non-negative, output shapes resolved), but kernels still return errors, never panic, on
+//! inconsistent input.
+
+pub mod cpu;
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Elementwise functions of one tensor. Float-only unless noted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    /// Also defined on signed integers.
+    Neg,
+    /// Also defined on integers.
+    Abs,
+    Sqrt,
+    Reciprocal,
+    Exp,
+    Log,
+    Sigmoid,
+    Tanh,
+    Cos,
+    Sin,
+    Erf,
+    Floor,
+    Ceil,
+    /// Round half to even, as ONNX `Round`.
+    Round,
+    /// Also defined on integers.
+    Sign,
+    /// Also defined on integers.
+    Relu,
+    Softplus,
+    /// `x * sigmoid(x)` (no ONNX op of its own; used by fusions and tests).
+    Silu,
+    LeakyRelu(f32),
+    Elu(f32),
+    HardSigmoid { alpha: f32, beta: f32 },
+    /// Bool only.
+    Not,
+    /// Output is bool.
+    IsNaN,
+}
+
+/// Elementwise functions of two tensors with ONNX/numpy multidirectional broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Integer division truncates toward zero (ONNX `Div` on integers).
+    Div,
+    Pow,
+    Max,
+    Min,
+    /// `fmod = true`: sign of the dividend (C fmod); false: sign of the divisor (Python %).
+    Mod { fmod: bool },
+    /// Comparisons output bool.
+    Equal,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+    /// Logical ops take and output bool.
+    And,
+    Or,
+    Xor,
+}
+
+impl BinaryOp {
+    /// True when the output is bool whatever the input type.
+    pub fn is_predicate(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Equal | Less | LessOrEqual | Greater | GreaterOrEqual | And | Or | Xor)
+    }
+}
+
+/// Reductions over a set of axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+    /// Sum of squares.
+    SumSquare,
+    /// sqrt of the sum of squares.
+    L2,
+    /// Sum of absolute values.
+    L1,
+    LogSumExp,
+}
+
+/// One axis of a strided slice: output element `i` reads input index `start + i * step`.
+/// `start` is already clamped into range and `len` is the output extent (may be 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceDim {
+    pub start: usize,
+    pub step: isize,
+    pub len: usize,
+}
+
+/// The primitives of a device. `Tensor` is the device's tensor handle; cloning it is cheap.
+pub trait Backend {
+    type Tensor: Clone + std::fmt::Debug;
+
+    fn name(&self) -> &'static str;
+
+    /// Host to device.
+    fn upload(&self, t: &Tensor) -> Result<Self::Tensor>;
+    /// Device to host.
+    fn download(&self, t: &Self::Tensor) -> Result<Tensor>;
+    fn shape<'a>(&self, t: &'a Self::Tensor) -> &'a [usize];
+    fn dtype(&self, t: &Self::Tensor) -> DType;
+
+    /// Same elements, new shape (element counts must agree); no copy where the device allows.
+    fn reshape(&self, x: &Self::Tensor, shape: Vec<usize>) -> Result<Self::Tensor>;
+    fn unary(&self, op: UnaryOp, x: &Self::Tensor) -> Result<Self::Tensor>;
+    /// Broadcasting binary op; both inputs have the same dtype (the op layer checks).
+    fn binary(&self, op: BinaryOp, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// `cond ? a : b` with three-way broadcasting; `cond` is bool.
+    fn where_cond(
+        &self,
+        cond: &Self::Tensor,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+    ) -> Result<Self::Tensor>;
+    /// Converts elements; float to int truncates toward zero, to bool is `!= 0`.
+    fn cast(&self, x: &Self::Tensor, to: DType) -> Result<Self::Tensor>;
+    /// Reduces over `axes` (sorted, unique, in range; empty means no reduction: identity).
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        x: &Self::Tensor,
+        axes: &[usize],
+        keepdims: bool,
+    ) -> Result<Self::Tensor>;
+    /// Softmax (or log-softmax) along one axis, numerically stable (max subtracted).
+    fn softmax(&self, x: &Self::Tensor, axis: usize, log: bool) -> Result<Self::Tensor>;
+    /// numpy `matmul`: 1-D operands promoted and the added dim removed, batch dims broadcast.
+    fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// numpy `take` along `axis`; indices are i64 or i32, negative values count from the end,
+    /// out-of-range values are an error.
+    fn gather(
+        &self,
+        data: &Self::Tensor,
+        indices: &Self::Tensor,
+        axis: usize,
+    ) -> Result<Self::Tensor>;
+    fn transpose(&self, x: &Self::Tensor, perm: &[usize]) -> Result<Self::Tensor>;
+    /// All inputs have the same dtype and rank and agree on every dim but `axis`.
+    fn concat(&self, xs: &[&Self::Tensor], axis: usize) -> Result<Self::Tensor>;
+    /// One [`SliceDim`] per axis of `x`.
+    fn slice(&self, x: &Self::Tensor, dims: &[SliceDim]) -> Result<Self::Tensor>;
+    /// Broadcasts `x` to `shape` (numpy rules; `shape` is the final, already-broadcast shape).
+    fn expand(&self, x: &Self::Tensor, shape: &[usize]) -> Result<Self::Tensor>;
+    /// Keeps the upper (or lower) triangle of the last two dims, diagonal offset `k`; zeroes the rest.
+    fn trilu(&self, x: &Self::Tensor, k: i64, upper: bool) -> Result<Self::Tensor>;
+    /// RMS normalisation over dims `axis..rank`: `x / sqrt(mean(x^2) + eps) * scale`, computed in
+    /// f32 whatever the storage type; `scale` broadcasts against the normalised dims.
+    fn rms_norm(
+        &self,
+        x: &Self::Tensor,
+        scale: &Self::Tensor,
+        axis: usize,
+        eps: f32,
+    ) -> Result<Self::Tensor>;
+}
