@@ -1,17 +1,42 @@
 //! `engine`: a native ONNX decoder inference engine.
 //!
 //! Layers, bottom up: [`tensor`] (host tensors) → [`backend`] (the primitive trait and the CPU
-//! kernels) → [`ops`] (ONNX op semantics lowered onto backend primitives) → [`graph`] (model
-//! loading and the executor) → [`package`] (model directories and I/O resolution) →
-//! [`session`] (prefill + KV-cache decode) → the `engine` binary.
+//! kernels) → [`ops`] (ONNX op semantics lowered onto backend primitives) → [`onnx`] (model
+//! loading) and [`exec`] (planning and running a graph) → [`package`] (model directories and I/O
+//! resolution) → [`session`] (prefill + KV-cache decode) and [`text`] (tokenizer, chat template)
+//! → the `engine` binary. [`tiny`] builds the deterministic test model.
 
 pub mod backend;
 pub mod dtype;
 pub mod error;
+pub mod exec;
+pub mod onnx;
+pub mod ops;
+pub mod package;
+pub mod session;
 pub mod tensor;
+pub mod text;
+pub mod tiny;
 
 pub use backend::Backend;
 pub use backend::cpu::CpuBackend;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use tensor::{Data, Tensor};
+
+/// Hex sha256 of a file.
+pub fn sha256_file(path: &std::path::Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,1 +1,119 @@
-fn main() {}
+//! The `engine` command line: `tiny` builds the deterministic test package, `generate` decodes
+//! a prompt. Glue only: the work lives in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use engine::package::Package;
+use engine::session::{GenerateOptions, Session};
+use engine::text::TextCodec;
+use engine::{CpuBackend, tiny};
+
+#[derive(Parser)]
+#[command(name = "engine", version, about = "Native ONNX decoder inference")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the tiny deterministic LLaMA-style test model package.
+    Tiny {
+        /// Seed of the weights (same seed, byte-identical files).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output directory (created if needed).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Greedy-decode a prompt and print the text, the ids and the speed.
+    Generate {
+        /// Model package directory.
+        #[arg(long)]
+        model: PathBuf,
+        /// Prompt text.
+        #[arg(long)]
+        prompt: String,
+        /// Wrap the prompt in the model's chat template.
+        #[arg(long)]
+        chat: bool,
+        /// Maximum number of new tokens.
+        #[arg(long, default_value_t = 32)]
+        max_tokens: usize,
+        /// CPU threads (0 = all cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Recompute the whole sequence every step instead of using the KV cache.
+        #[arg(long)]
+        no_kv_cache: bool,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Tiny { seed, out } => {
+            tiny::write_package(&out, seed, &tiny::TinyConfig::default())
+                .with_context(|| format!("cannot write the tiny model to {}", out.display()))?;
+            println!("wrote tiny model (seed {seed}) to {}", out.display());
+        }
+        Command::Generate { model, prompt, chat, max_tokens, threads, no_kv_cache, json } => {
+            let package = Package::open(&model)?;
+            let codec = TextCodec::open(&model)?;
+            let text = if chat { codec.apply_chat_template(&prompt)? } else { prompt };
+            let ids = codec.encode(&text)?;
+            if ids.is_empty() {
+                anyhow::bail!("the prompt encodes to no tokens");
+            }
+            let eos = package.eos_token_ids().or_else(|| codec.eos_token_id().map(|i| vec![i])).unwrap_or_default();
+            let session = Session::new(&package, CpuBackend::new(threads)?)?;
+            let opts = GenerateOptions { max_new_tokens: max_tokens, eos_token_ids: eos, use_kv_cache: !no_kv_cache };
+            let t0 = Instant::now();
+            let g = session.generate(&ids, &opts, false)?;
+            let total_s = t0.elapsed().as_secs_f64();
+            let decode_ms: f64 = g.step_ms.iter().sum();
+            let tok_s = if decode_ms > 0.0 { g.step_ms.len() as f64 / (decode_ms / 1e3) } else { 0.0 };
+            let out_text = codec.decode(&g.generated_ids)?;
+            if json {
+                let v = serde_json::json!({
+                    "prompt_ids": g.prompt_ids,
+                    "generated_ids": g.generated_ids,
+                    "text": out_text,
+                    "prefill_ms": g.prefill_ms,
+                    "decode_tok_s": tok_s,
+                    "stopped_on_eos": g.stopped_on_eos,
+                });
+                println!("{v}");
+            } else {
+                println!("{out_text}");
+                println!("prompt ids: {:?}", g.prompt_ids);
+                println!("generated ids: {:?}", g.generated_ids);
+                println!(
+                    "{} prompt tokens, {} new tokens{}; prefill {:.1} ms, decode {tok_s:.1} tok/s, total {:.3} s",
+                    g.prompt_ids.len(),
+                    g.generated_ids.len(),
+                    if g.stopped_on_eos { " (stopped on eos)" } else { "" },
+                    g.prefill_ms,
+                    total_s
+                );
+            }
+        }
+    }
+    Ok(())
+}

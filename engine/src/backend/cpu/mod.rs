@@ -1,1 +1,361 @@
-//! The CPU backend: host tensors, rayon thread pool, gemm for MatMul.
+//! The CPU backend: host tensors, a rayon thread pool, gemm for MatMul.
+//!
+//! Kernels live in one file per op family; this module holds the backend struct, the element
+//! traits the kernels are generic over, the dtype dispatch macro and the parallel-chunk helper.
+//! Float kernels compute in f32 (f64 for some accumulators) and round back to the storage type;
+//! integer kernels compute in i64 with wrapping arithmetic and truncate back.
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::backend::{Backend, BinaryOp, ReduceOp, SliceDim, UnaryOp};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::{Data, Tensor};
+
+/// Runs `$body` with `$T` aliased to the element type of `$dt` (all seven stored types).
+macro_rules! with_dtype {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            $crate::dtype::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::dtype::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::dtype::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::dtype::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::dtype::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::dtype::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::dtype::DType::Bool => {
+                type $T = bool;
+                $body
+            }
+        }
+    };
+}
+
+mod broadcast;
+mod elementwise;
+mod layout;
+mod matmul;
+mod reduce;
+
+/// Below this many output elements a kernel runs on the calling thread: the pool's wake-up
+/// costs more than it saves.
+const PAR_MIN: usize = 32 * 1024;
+/// Smallest parallel chunk, in elements.
+const PAR_GRAIN: usize = 8 * 1024;
+
+/// The CPU device: kernels run on a private rayon pool of `threads` workers.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl CpuBackend {
+    /// threads = 0 means all available cores (std::thread::available_parallelism).
+    pub fn new(threads: usize) -> Result<CpuBackend> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("engine-cpu-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::msg(format!("cpu backend: cannot start a pool of {threads} threads: {e}"))
+            })?;
+        Ok(CpuBackend { pool, threads })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Calls `f(offset, chunk)` over consecutive chunks of `out` that together cover it, each a
+    /// whole number of `row`s long; in parallel on the pool when `out` is large enough.
+    pub(crate) fn for_chunks<T: Send>(
+        &self,
+        out: &mut [T],
+        row: usize,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        let row = row.max(1);
+        let rows = out.len() / row;
+        if self.threads <= 1 || out.len() < PAR_MIN || rows < 2 {
+            f(0, out);
+            return;
+        }
+        let per = rows.div_ceil(self.threads * 4).max(PAR_GRAIN.div_ceil(row));
+        let chunk = per * row;
+        self.pool.install(|| {
+            out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i * chunk, c));
+        });
+    }
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").field("threads", &self.threads).finish()
+    }
+}
+
+/// An element type the tensor storage holds.
+pub(crate) trait Elem: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 'static {
+    const DTYPE: DType;
+    fn wrap(v: Vec<Self>) -> Data;
+    /// The elements of `d` when it holds this type.
+    fn slice(d: &Data) -> Option<&[Self]>;
+}
+
+/// Float storage types: computed in f32.
+pub(crate) trait Float: Elem {
+    fn to_f32(self) -> f32;
+    fn from_f32(v: f32) -> Self;
+}
+
+/// Integer storage types: computed in i64, truncated back with wrapping.
+pub(crate) trait Int: Elem {
+    const SIGNED: bool;
+    const MIN: i64;
+    const MAX: i64;
+    fn to_i64(self) -> i64;
+    fn from_i64(v: i64) -> Self;
+}
+
+macro_rules! impl_elem {
+    ($t:ty, $variant:ident) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$variant;
+            fn wrap(v: Vec<Self>) -> Data {
+                Data::$variant(v)
+            }
+            fn slice(d: &Data) -> Option<&[Self]> {
+                match d {
+                    Data::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+impl_elem!(f32, F32);
+impl_elem!(f16, F16);
+impl_elem!(bf16, BF16);
+impl_elem!(i64, I64);
+impl_elem!(i32, I32);
+impl_elem!(u8, U8);
+impl_elem!(bool, Bool);
+
+impl Float for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+}
+
+impl Float for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+}
+
+impl Float for bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+}
+
+macro_rules! impl_int {
+    ($t:ty, $signed:expr) => {
+        impl Int for $t {
+            const SIGNED: bool = $signed;
+            const MIN: i64 = <$t>::MIN as i64;
+            const MAX: i64 = <$t>::MAX as i64;
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+
+impl_int!(i64, true);
+impl_int!(i32, true);
+impl_int!(u8, false);
+
+/// The elements of `t` as `T`; errors (naming `op`) when `t` holds another type.
+pub(crate) fn elems<'a, T: Elem>(op: &str, t: &'a Tensor) -> Result<&'a [T]> {
+    T::slice(t.data()).ok_or_else(|| {
+        Error::msg(format!("{op}: expected {} elements, got {}", T::DTYPE, t.dtype()))
+    })
+}
+
+/// Product of `dims` (1 for none).
+pub(crate) fn numel(dims: &[usize]) -> usize {
+    dims.iter().product()
+}
+
+impl Backend for CpuBackend {
+    type Tensor = Tensor;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn upload(&self, t: &Tensor) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+
+    fn download(&self, t: &Tensor) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+
+    fn shape<'a>(&self, t: &'a Tensor) -> &'a [usize] {
+        t.shape()
+    }
+
+    fn dtype(&self, t: &Tensor) -> DType {
+        t.dtype()
+    }
+
+    fn reshape(&self, x: &Tensor, shape: Vec<usize>) -> Result<Tensor> {
+        x.reshape(shape)
+    }
+
+    fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+        elementwise::unary(self, op, x)
+    }
+
+    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        elementwise::binary(self, op, a, b)
+    }
+
+    fn where_cond(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        elementwise::where_cond(self, cond, a, b)
+    }
+
+    fn cast(&self, x: &Tensor, to: DType) -> Result<Tensor> {
+        elementwise::cast(self, x, to)
+    }
+
+    fn reduce(&self, op: ReduceOp, x: &Tensor, axes: &[usize], keepdims: bool) -> Result<Tensor> {
+        reduce::reduce(op, x, axes, keepdims)
+    }
+
+    fn softmax(&self, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
+        reduce::softmax(self, x, axis, log)
+    }
+
+    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        matmul::matmul(self, a, b)
+    }
+
+    fn gather(&self, data: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
+        layout::gather(data, indices, axis)
+    }
+
+    fn transpose(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+        layout::transpose(self, x, perm)
+    }
+
+    fn concat(&self, xs: &[&Tensor], axis: usize) -> Result<Tensor> {
+        layout::concat(xs, axis)
+    }
+
+    fn slice(&self, x: &Tensor, dims: &[SliceDim]) -> Result<Tensor> {
+        layout::slice(x, dims)
+    }
+
+    fn expand(&self, x: &Tensor, shape: &[usize]) -> Result<Tensor> {
+        layout::expand(self, x, shape)
+    }
+
+    fn trilu(&self, x: &Tensor, k: i64, upper: bool) -> Result<Tensor> {
+        layout::trilu(x, k, upper)
+    }
+
+    fn rms_norm(&self, x: &Tensor, scale: &Tensor, axis: usize, eps: f32) -> Result<Tensor> {
+        reduce::rms_norm(self, x, scale, axis, eps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_resolves_thread_count() {
+        let be = CpuBackend::new(3).unwrap();
+        assert_eq!(be.threads(), 3);
+        let all = CpuBackend::new(0).unwrap();
+        assert!(all.threads() >= 1);
+        assert_eq!(all.name(), "cpu");
+    }
+
+    #[test]
+    fn upload_download_reshape_share_storage() {
+        let be = CpuBackend::new(1).unwrap();
+        let t = Tensor::f32(&[2, 3], vec![1., 2., 3., 4., 5., 6.]).unwrap();
+        let d = be.upload(&t).unwrap();
+        assert_eq!(be.shape(&d), &[2, 3]);
+        assert_eq!(be.dtype(&d), DType::F32);
+        let r = be.reshape(&d, vec![3, 2]).unwrap();
+        assert_eq!(r.shape(), &[3, 2]);
+        assert!(std::ptr::eq(r.as_f32().unwrap().as_ptr(), t.as_f32().unwrap().as_ptr()));
+        let back = be.download(&r).unwrap();
+        assert_eq!(back.to_f32_vec(), t.to_f32_vec());
+        let err = be.reshape(&d, vec![4]).unwrap_err().to_string();
+        assert!(err.contains("cannot reshape [2, 3]"), "{err}");
+    }
+
+    #[test]
+    fn for_chunks_covers_output_in_whole_rows() {
+        let be = CpuBackend::new(4).unwrap();
+        let mut out = vec![0usize; 100 * 1000];
+        be.for_chunks(&mut out, 1000, |off, c| {
+            assert_eq!(off % 1000, 0);
+            assert_eq!(c.len() % 1000, 0);
+            for (i, o) in c.iter_mut().enumerate() {
+                *o = off + i;
+            }
+        });
+        assert!(out.iter().enumerate().all(|(i, &v)| i == v));
+    }
+}

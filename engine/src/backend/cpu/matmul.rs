@@ -1,0 +1,421 @@
+//! numpy `matmul` on the `gemm` crate: f32 and f16 natively, bf16 through f32, integers by a
+//! plain loop (they only occur in shape arithmetic).
+
+use gemm::Parallelism;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use super::broadcast::Bcast;
+use super::{CpuBackend, Int};
+use crate::bail;
+use crate::error::{Error, Result};
+use crate::tensor::{Data, Tensor};
+
+/// Batched matmuls run one single-threaded gemm per batch, batches in parallel, when there
+/// are at least as many batches as threads or each batch is at most this many multiply-adds;
+/// otherwise batch after batch, each gemm split across the threads.
+const SMALL_GEMM: usize = 64 * 64 * 64;
+
+/// The resolved shapes of one matmul.
+struct Plan {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// Per output batch, the matrix index into `a` and into `b`.
+    batches: Vec<(usize, usize)>,
+    out_shape: Vec<usize>,
+}
+
+impl Plan {
+    fn new(sa: &[usize], sb: &[usize]) -> Result<Plan> {
+        if sa.is_empty() || sb.is_empty() {
+            bail!("MatMul: scalar operand (shapes {sa:?} x {sb:?})");
+        }
+        let a2: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
+        let b2: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let (ra, rb) = (a2.len(), b2.len());
+        let (m, k, kb, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
+        if k != kb {
+            bail!("MatMul: inner dims {k} vs {kb} (shapes {sa:?} x {sb:?})");
+        }
+        let bc = Bcast::new([&a2[..ra - 2], &b2[..rb - 2]]).ok_or_else(|| {
+            Error::msg(format!("MatMul: batch dims of {sa:?} and {sb:?} do not broadcast"))
+        })?;
+        let mut batches = Vec::with_capacity(bc.numel());
+        let [sa_in, sb_in] = bc.inner_strides();
+        bc.runs(0, bc.numel(), |_, [oa, ob], len| {
+            batches.extend((0..len).map(|j| (oa + j * sa_in, ob + j * sb_in)));
+        });
+        let mut out_shape = bc.out_shape().to_vec();
+        if sa.len() > 1 {
+            out_shape.push(m);
+        }
+        if sb.len() > 1 {
+            out_shape.push(n);
+        }
+        Ok(Plan { m, n, k, batches, out_shape })
+    }
+
+    /// True when `a`'s batches are contiguous and `b` is the same matrix for all of them, so
+    /// the batch folds into `m`: one `[batches * m, k] x [k, n]` gemm.
+    fn folds(&self) -> bool {
+        let b0 = self.batches.first().map_or(0, |b| b.1);
+        self.batches.iter().enumerate().all(|(i, &(ia, ib))| ia == i && ib == b0)
+    }
+}
+
+pub(super) fn matmul(be: &CpuBackend, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        bail!("MatMul: dtype mismatch {} vs {}", a.dtype(), b.dtype());
+    }
+    let plan = Plan::new(a.shape(), b.shape())?;
+    let data = match (a.data(), b.data()) {
+        (Data::F32(x), Data::F32(y)) => Data::F32(gemm_batched(be, &plan, x, y, 0.0, 1.0)),
+        (Data::F16(x), Data::F16(y)) => {
+            Data::F16(gemm_batched(be, &plan, x, y, f16::ZERO, f16::ONE))
+        }
+        (Data::BF16(x), Data::BF16(y)) => {
+            let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let yf: Vec<f32> = y.iter().map(|v| v.to_f32()).collect();
+            let out = gemm_batched(be, &plan, &xf, &yf, 0.0, 1.0);
+            Data::BF16(out.into_iter().map(bf16::from_f32).collect())
+        }
+        (Data::I64(x), Data::I64(y)) => Data::I64(int_matmul(&plan, x, y)),
+        (Data::I32(x), Data::I32(y)) => Data::I32(int_matmul(&plan, x, y)),
+        _ => bail!("MatMul: unsupported dtype {}", a.dtype()),
+    };
+    Ok(Tensor::from_parts(plan.out_shape, data))
+}
+
+/// Matrix-vector products at or above this many multiply-adds are split across threads.
+const GEMV_PAR_MIN: usize = 1 << 17;
+
+/// `dst := lhs x rhs` for row-major matrices with column stride 1 and the given row strides:
+/// `dst` is `[m, n]`, `lhs` `[m, k]`, `rhs` `[k, n]`.
+fn gemm_raw<T: Copy + 'static>(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs): (&mut [T], usize),
+    (lhs, lhs_rs): (&[T], usize),
+    (rhs, rhs_rs): (&[T], usize),
+    zero: T,
+    one: T,
+    par: Parallelism,
+) {
+    // Elements spanned by a `rows x cols` matrix with row stride `rs`.
+    let span = |rows: usize, rs: usize, cols: usize| {
+        if rows == 0 || cols == 0 { 0 } else { (rows - 1) * rs + cols }
+    };
+    let dst = &mut dst[..span(m, dst_rs, n)];
+    let lhs = &lhs[..span(m, lhs_rs, k)];
+    let rhs = &rhs[..span(k, rhs_rs, n)];
+    // SAFETY: the slicing above bounds every element gemm touches: dst is m x n, lhs m x k and
+    // rhs k x n, each with the row stride passed and column stride 1, and each slice is at
+    // least (rows - 1) * row_stride + cols long (the slicing panics otherwise, never reading
+    // out of bounds). dst is a unique borrow, so it aliases neither operand. T is f32 or
+    // gemm::f16 (= half::f16), both supported by gemm. With read_dst = false gemm computes
+    // dst := one * lhs * rhs and never reads dst.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            1,
+            rhs_rs as isize,
+            zero,
+            one,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+/// One contiguous row-major `[m, k] x [k, n]` product into `dst` (`[m, n]`, overwritten). Must
+/// run inside the backend's pool when `par` is not `None`.
+fn gemm_one<T: Copy + Send + Sync + 'static>(
+    be: &CpuBackend,
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    lhs: &[T],
+    rhs: &[T],
+    zero: T,
+    one: T,
+    par: Parallelism,
+) {
+    let threads = be.threads();
+    let split = threads > 1 && !matches!(par, Parallelism::None) && m * n * k >= GEMV_PAR_MIN;
+    if split && m == 1 && n >= 64 {
+        // gemm's matrix-vector path is single-threaded: give each thread a block of columns.
+        let w = n.div_ceil(threads).next_multiple_of(16);
+        dst[..n].par_chunks_mut(w).enumerate().for_each(|(i, d)| {
+            let rhs = &rhs[i * w..];
+            gemm_raw((1, d.len(), k), (d, n), (lhs, k), (rhs, n), zero, one, Parallelism::None);
+        });
+    } else if split && n == 1 && m >= 64 {
+        // Same for a matrix times a column: blocks of rows.
+        let h = m.div_ceil(threads).next_multiple_of(16);
+        dst[..m].par_chunks_mut(h).zip(lhs[..m * k].par_chunks(h * k)).for_each(|(d, l)| {
+            gemm_raw((d.len(), 1, k), (d, 1), (l, k), (rhs, 1), zero, one, Parallelism::None);
+        });
+    } else {
+        gemm_raw((m, n, k), (dst, n), (lhs, k), (rhs, n), zero, one, par);
+    }
+}
+
+fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
+    be: &CpuBackend,
+    plan: &Plan,
+    a: &[T],
+    b: &[T],
+    zero: T,
+    one: T,
+) -> Vec<T> {
+    let Plan { m, n, k, ref batches, .. } = *plan;
+    let mut out = vec![T::default(); batches.len() * m * n];
+    if out.is_empty() || k == 0 {
+        return out;
+    }
+    let threads = be.threads();
+    let par = if threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
+    let (mk, kn, mn) = (m * k, k * n, m * n);
+    let nb = batches.len();
+    if plan.folds() {
+        let b0 = batches[0].1 * kn;
+        be.pool.install(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
+    } else if threads > 1 && nb > 1 && (nb >= threads || m * n * k <= SMALL_GEMM) {
+        // Enough (or small enough) batches: one single-threaded gemm per task.
+        be.pool.install(|| {
+            out.par_chunks_mut(mn).zip(batches.par_iter()).for_each(|(dst, &(ia, ib))| {
+                let (lhs, rhs) = (&a[ia * mk..], &b[ib * kn..]);
+                gemm_one(be, (m, n, k), dst, lhs, rhs, zero, one, Parallelism::None);
+            });
+        });
+    } else {
+        be.pool.install(|| {
+            for (dst, &(ia, ib)) in out.chunks_mut(mn).zip(batches) {
+                gemm_one(be, (m, n, k), dst, &a[ia * mk..], &b[ib * kn..], zero, one, par);
+            }
+        });
+    }
+    out
+}
+
+fn int_matmul<T: Int>(plan: &Plan, a: &[T], b: &[T]) -> Vec<T> {
+    let Plan { m, n, k, ref batches, .. } = *plan;
+    let mut out = vec![T::default(); batches.len() * m * n];
+    if m * n == 0 {
+        return out;
+    }
+    let mut acc = vec![0i64; n];
+    for (dst, &(ia, ib)) in out.chunks_mut(m * n).zip(batches) {
+        let (x, y) = (&a[ia * m * k..(ia + 1) * m * k], &b[ib * k * n..(ib + 1) * k * n]);
+        for (i, drow) in dst.chunks_mut(n).enumerate() {
+            acc.fill(0);
+            for p in 0..k {
+                let av = x[i * k + p].to_i64();
+                for (c, &bv) in acc.iter_mut().zip(&y[p * n..(p + 1) * n]) {
+                    *c = c.wrapping_add(av.wrapping_mul(bv.to_i64()));
+                }
+            }
+            for (o, &c) in drow.iter_mut().zip(&acc) {
+                *o = T::from_i64(c);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+
+    /// Deterministic values in [-1, 1) from a linear congruential generator.
+    fn data(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// numpy matmul by definition: promote 1-D, broadcast batch dims, triple loop in f64.
+    fn naive(sa: &[usize], a: &[f32], sb: &[usize], b: &[f32]) -> (Vec<usize>, Vec<f32>) {
+        let a2: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
+        let b2: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
+        let (ba, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+        let r = ba.len().max(bb.len());
+        let pad = |s: &[usize]| [vec![1; r - s.len()], s.to_vec()].concat();
+        let (pa, pb) = (pad(ba), pad(bb));
+        let batch: Vec<usize> = pa.iter().zip(&pb).map(|(&x, &y)| x.max(y)).collect();
+        let nb: usize = batch.iter().product();
+        let mut out = vec![0f32; nb * m * n];
+        for bi in 0..nb {
+            // Unravel bi over `batch`, then ravel into each operand with broadcasting.
+            let (mut rem, mut ia, mut ib) = (bi, 0, 0);
+            let (mut sta, mut stb) = (1, 1);
+            for d in (0..r).rev() {
+                let i = rem % batch[d];
+                rem /= batch[d];
+                ia += if pa[d] == 1 { 0 } else { i * sta };
+                ib += if pb[d] == 1 { 0 } else { i * stb };
+                sta *= pa[d];
+                stb *= pb[d];
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = 0f64;
+                    for p in 0..k {
+                        s += a[ia * m * k + i * k + p] as f64 * b[ib * k * n + p * n + j] as f64;
+                    }
+                    out[bi * m * n + i * n + j] = s as f32;
+                }
+            }
+        }
+        let mut shape = batch;
+        if sa.len() > 1 {
+            shape.push(m);
+        }
+        if sb.len() > 1 {
+            shape.push(n);
+        }
+        (shape, out)
+    }
+
+    const SHAPES: &[(&[usize], &[usize])] = &[
+        (&[3, 4], &[4, 5]),
+        (&[1, 7], &[7, 9]),
+        (&[2, 1, 3, 4], &[5, 4, 6]),
+        (&[4], &[4, 3]),
+        (&[2, 3, 4], &[4]),
+        (&[6], &[6]),
+        (&[3, 5, 8], &[8, 2]),
+        (&[1, 8], &[3, 8, 2]),
+        (&[2, 2, 17, 33], &[2, 1, 33, 65]),
+        (&[130, 70], &[70, 90]),
+        (&[4, 0], &[0, 3]),
+        // Matrix-vector products big enough to be split across threads.
+        (&[1, 512], &[512, 300]),
+        (&[300, 512], &[512]),
+        (&[512], &[512, 300]),
+        // Batched, big enough for per-batch parallel gemm.
+        (&[4, 1, 256], &[4, 256, 200]),
+        (&[2, 1, 512], &[2, 512, 600]),
+        (&[0, 4], &[4, 3]),
+    ];
+
+    #[test]
+    fn f32_matches_naive_for_every_shape_and_thread_count() {
+        for threads in [1, 2, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            for (i, &(sa, sb)) in SHAPES.iter().enumerate() {
+                let a = data(sa.iter().product(), 2 * i as u64);
+                let b = data(sb.iter().product(), 2 * i as u64 + 1);
+                let (shape, want) = naive(sa, &a, sb, &b);
+                let y = be
+                    .matmul(&Tensor::f32(sa, a.clone()).unwrap(), &Tensor::f32(sb, b.clone()).unwrap())
+                    .unwrap();
+                assert_eq!(y.shape(), &shape[..], "{sa:?} x {sb:?}");
+                let got = y.to_f32_vec();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() < 1e-4, "{sa:?} x {sb:?} threads {threads}: {g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hand_checked_small_product() {
+        let be = CpuBackend::new(1).unwrap();
+        let a = Tensor::f32(&[2, 2], vec![1., 2., 3., 4.]).unwrap();
+        let b = Tensor::f32(&[2, 2], vec![5., 6., 7., 8.]).unwrap();
+        assert_eq!(be.matmul(&a, &b).unwrap().to_f32_vec(), vec![19., 22., 43., 50.]);
+        let v = Tensor::f32(&[2], vec![1., 1.]).unwrap();
+        let y = be.matmul(&v, &b).unwrap();
+        assert_eq!(y.shape(), &[2]);
+        assert_eq!(y.to_f32_vec(), vec![12., 14.]);
+        let y = be.matmul(&v, &v).unwrap();
+        assert_eq!(y.shape(), &[] as &[usize]);
+        assert_eq!(y.to_f32_vec(), vec![2.]);
+    }
+
+    #[test]
+    fn half_types_match_naive() {
+        for threads in [1, 2] {
+            let be = CpuBackend::new(threads).unwrap();
+            for &(sa, sb) in &[(&[3usize, 5, 8][..], &[8usize, 4][..]), (&[2, 4, 16], &[2, 16, 3])] {
+                // Quantise inputs first so only the accumulation differs from the f64 oracle.
+                let a: Vec<f32> = data(sa.iter().product(), 7).iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                let b: Vec<f32> = data(sb.iter().product(), 8).iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                let (shape, want) = naive(sa, &a, sb, &b);
+                let ah = Tensor::new(sa.to_vec(), Data::F16(a.iter().map(|&v| f16::from_f32(v)).collect())).unwrap();
+                let bh = Tensor::new(sb.to_vec(), Data::F16(b.iter().map(|&v| f16::from_f32(v)).collect())).unwrap();
+                let y = be.matmul(&ah, &bh).unwrap();
+                assert_eq!(y.dtype(), crate::DType::F16);
+                assert_eq!(y.shape(), &shape[..]);
+                for (g, w) in y.to_f32_vec().iter().zip(&want) {
+                    assert!((g - w).abs() < 1e-2 * (1.0 + w.abs()), "f16 {g} vs {w}");
+                }
+                let a16: Vec<f32> = a.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+                let b16: Vec<f32> = b.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+                let (_, want) = naive(sa, &a16, sb, &b16);
+                let ab = Tensor::new(sa.to_vec(), Data::BF16(a16.iter().map(|&v| bf16::from_f32(v)).collect())).unwrap();
+                let bb = Tensor::new(sb.to_vec(), Data::BF16(b16.iter().map(|&v| bf16::from_f32(v)).collect())).unwrap();
+                let y = be.matmul(&ab, &bb).unwrap();
+                assert_eq!(y.dtype(), crate::DType::BF16);
+                for (g, w) in y.to_f32_vec().iter().zip(&want) {
+                    // One bf16 rounding of an f32-accurate result.
+                    assert!((g - w).abs() <= 4e-3 * w.abs() + 1e-6, "bf16 {g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_matmul() {
+        let be = CpuBackend::new(1).unwrap();
+        let a = Tensor::i64(&[2, 1, 3], vec![1, 2, 3, -1, 0, 2]).unwrap();
+        let b = Tensor::i64(&[3, 2], vec![1, 0, 0, 1, 2, -2]).unwrap();
+        let y = be.matmul(&a, &b).unwrap();
+        assert_eq!(y.shape(), &[2, 1, 2]);
+        assert_eq!(y.as_i64().unwrap(), &[7, -4, 3, -4]);
+        let a = Tensor::new(vec![3], Data::I32(vec![1, 2, 3])).unwrap();
+        let y = be.matmul(&a, &a).unwrap();
+        assert_eq!(y.data(), &Data::I32(vec![14]));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let be = CpuBackend::new(1).unwrap();
+        let a = Tensor::f32(&[1, 7, 576], vec![0.0; 7 * 576]).unwrap();
+        let b = Tensor::f32(&[192, 64], vec![0.0; 192 * 64]).unwrap();
+        let err = be.matmul(&a, &b).unwrap_err().to_string();
+        assert_eq!(err, "MatMul: inner dims 576 vs 192 (shapes [1, 7, 576] x [192, 64])");
+        let a = Tensor::f32(&[2, 3, 4], vec![0.0; 24]).unwrap();
+        let b = Tensor::f32(&[3, 4, 5], vec![0.0; 60]).unwrap();
+        let err = be.matmul(&a, &b).unwrap_err().to_string();
+        assert_eq!(err, "MatMul: batch dims of [2, 3, 4] and [3, 4, 5] do not broadcast");
+        let i = Tensor::i64(&[4], vec![0; 4]).unwrap();
+        let f = Tensor::f32(&[4], vec![0.0; 4]).unwrap();
+        let err = be.matmul(&f, &i).unwrap_err().to_string();
+        assert_eq!(err, "MatMul: dtype mismatch f32 vs i64");
+        let u = Tensor::new(vec![1], Data::U8(vec![1])).unwrap();
+        let err = be.matmul(&u, &u).unwrap_err().to_string();
+        assert_eq!(err, "MatMul: unsupported dtype u8");
+        let s = Tensor::f32(&[], vec![1.0]).unwrap();
+        let err = be.matmul(&s, &f).unwrap_err().to_string();
+        assert_eq!(err, "MatMul: scalar operand (shapes [] x [4])");
+    }
+}

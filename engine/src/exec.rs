@@ -1,0 +1,297 @@
+//! The graph executor: turns a loaded [`Model`] into a topologically ordered plan of parsed ops
+//! over value slots, folds everything that depends only on initializers/constants once at build
+//! time, and runs the plan on a [`Backend`], freeing each intermediate after its last use.
+//! Shapes are not inferred ahead: every op resolves its output shape at run time.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::onnx::Model;
+use crate::ops::{self, Op, ParseError};
+
+struct Step {
+    name: String,
+    op_type: String,
+    op: Op,
+    inputs: Vec<Option<usize>>,
+    outputs: Vec<Option<usize>>,
+    /// Slots whose last reader is this step (freed after it runs).
+    frees: Vec<usize>,
+}
+
+/// A model bound to a backend, ready to run many times.
+pub struct Executor<B: Backend> {
+    backend: B,
+    steps: Vec<Step>,
+    n_slots: usize,
+    /// Initializers and folded constants, uploaded once.
+    constants: Vec<(usize, B::Tensor)>,
+    inputs: Vec<(String, usize)>,
+    outputs: Vec<(String, usize)>,
+}
+
+impl<B: Backend> std::fmt::Debug for Executor<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("backend", &self.backend.name())
+            .field("steps", &self.steps.len())
+            .field("constants", &self.constants.len())
+            .finish()
+    }
+}
+
+impl<B: Backend> Executor<B> {
+    /// Parses every node (all unsupported ops are reported in one error), orders the graph,
+    /// uploads initializers and folds constant subgraphs.
+    pub fn new(model: &Model, backend: B) -> Result<Executor<B>> {
+        let dir = model.path.parent().unwrap_or(Path::new("."));
+        let mut unsupported: Vec<(String, String)> = Vec::new();
+        let mut parsed = Vec::with_capacity(model.nodes.len());
+        for n in &model.nodes {
+            match ops::parse(n, model.opset, dir) {
+                Ok(op) => parsed.push(Some(op)),
+                Err(ParseError::Unsupported) => {
+                    let key = (n.domain.clone(), n.op_type.clone());
+                    if !unsupported.contains(&key) {
+                        unsupported.push(key);
+                    }
+                    parsed.push(None);
+                }
+                Err(ParseError::Invalid(message)) => {
+                    return Err(Error::Node { node: n.name.clone(), op: n.op_type.clone(), message });
+                }
+            }
+        }
+        if !unsupported.is_empty() {
+            unsupported.sort();
+            return Err(Error::Unsupported { path: model.path.clone(), ops: unsupported });
+        }
+
+        // Slots: one per distinct value name.
+        let mut slot_of: HashMap<&str, usize> = HashMap::new();
+        let names = model
+            .inputs
+            .iter()
+            .map(|p| p.name.as_str())
+            .chain(model.initializers.keys().map(String::as_str))
+            .chain(model.nodes.iter().flat_map(|n| n.inputs.iter().chain(&n.outputs)).map(String::as_str))
+            .filter(|v| !v.is_empty());
+        for name in names {
+            let n = slot_of.len();
+            slot_of.entry(name).or_insert(n);
+        }
+        let n_slots = slot_of.len();
+
+        // Kahn's algorithm over value availability.
+        let mut available = vec![false; n_slots];
+        for p in &model.inputs {
+            available[slot_of[p.name.as_str()]] = true;
+        }
+        for name in model.initializers.keys() {
+            available[slot_of[name.as_str()]] = true;
+        }
+        let mut order = Vec::with_capacity(model.nodes.len());
+        let mut done = vec![false; model.nodes.len()];
+        // Nodes are usually already sorted: repeated forward sweeps finish in one pass then.
+        loop {
+            let mut progressed = false;
+            for (i, n) in model.nodes.iter().enumerate() {
+                if done[i] {
+                    continue;
+                }
+                if n.inputs.iter().filter(|v| !v.is_empty()).all(|v| available[slot_of[v.as_str()]]) {
+                    for o in n.outputs.iter().filter(|v| !v.is_empty()) {
+                        available[slot_of[o.as_str()]] = true;
+                    }
+                    done[i] = true;
+                    order.push(i);
+                    progressed = true;
+                }
+            }
+            if order.len() == model.nodes.len() {
+                break;
+            }
+            if !progressed {
+                let stuck = done.iter().position(|d| !d).map(|i| &model.nodes[i]);
+                let (node, op) = stuck.map(|n| (n.name.clone(), n.op_type.clone())).unwrap_or_default();
+                return Err(Error::Node {
+                    node,
+                    op,
+                    message: "the graph has a cycle through this node".into(),
+                });
+            }
+        }
+
+        let mut steps: Vec<Step> = order
+            .iter()
+            .map(|&i| {
+                let n = &model.nodes[i];
+                let ids = |vs: &[String]| -> Vec<Option<usize>> {
+                    vs.iter().map(|v| (!v.is_empty()).then(|| slot_of[v.as_str()])).collect()
+                };
+                Step {
+                    name: n.name.clone(),
+                    op_type: n.op_type.clone(),
+                    op: parsed[i].take().expect("every node parsed"),
+                    inputs: ids(&n.inputs),
+                    outputs: ids(&n.outputs),
+                    frees: Vec::new(),
+                }
+            })
+            .collect();
+
+        // Upload initializers, then fold steps whose inputs are all constant.
+        let mut constant: Vec<Option<B::Tensor>> = vec![None; n_slots];
+        for (name, t) in &model.initializers {
+            constant[slot_of[name.as_str()]] = Some(backend.upload(t)?);
+        }
+        let mut kept = Vec::with_capacity(steps.len());
+        for step in steps.drain(..) {
+            let foldable = step.inputs.iter().flatten().all(|&s| constant[s].is_some());
+            if !foldable {
+                kept.push(step);
+                continue;
+            }
+            let ins: Vec<Option<&B::Tensor>> =
+                step.inputs.iter().map(|s| s.and_then(|s| constant[s].as_ref())).collect();
+            let outs = run_step(&backend, &step, &ins)?;
+            for (slot, value) in step.outputs.iter().zip(outs) {
+                if let (Some(slot), Some(value)) = (slot, value) {
+                    constant[*slot] = Some(value);
+                }
+            }
+        }
+        let mut steps = kept;
+
+        let inputs: Vec<(String, usize)> =
+            model.inputs.iter().map(|p| (p.name.clone(), slot_of[p.name.as_str()])).collect();
+        let outputs: Vec<(String, usize)> =
+            model.outputs.iter().map(|p| (p.name.clone(), slot_of[p.name.as_str()])).collect();
+
+        // Constants still read at run time (by a kept step or as a graph output).
+        let mut needed = vec![false; n_slots];
+        for s in &steps {
+            for &i in s.inputs.iter().flatten() {
+                needed[i] = true;
+            }
+        }
+        for (_, i) in &outputs {
+            needed[*i] = true;
+        }
+        let constants: Vec<(usize, B::Tensor)> = constant
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.filter(|_| needed[i]).map(|t| (i, t)))
+            .collect();
+
+        // Free each non-constant, non-output slot after its last reader.
+        let mut last_use: Vec<Option<usize>> = vec![None; n_slots];
+        for (k, s) in steps.iter().enumerate() {
+            for &i in s.inputs.iter().flatten() {
+                last_use[i] = Some(k);
+            }
+        }
+        let mut pinned = vec![false; n_slots];
+        for (i, _) in &constants {
+            pinned[*i] = true;
+        }
+        for (_, i) in &outputs {
+            pinned[*i] = true;
+        }
+        for (slot, k) in last_use.iter().enumerate() {
+            if let Some(k) = k
+                && !pinned[slot]
+            {
+                steps[*k].frees.push(slot);
+            }
+        }
+
+        Ok(Executor { backend, steps, n_slots, constants, inputs, outputs })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Graph input names, in declaration order (initializer-backed inputs excluded).
+    pub fn input_names(&self) -> impl Iterator<Item = &str> {
+        self.inputs.iter().map(|(n, _)| n.as_str())
+    }
+
+    pub fn output_names(&self) -> impl Iterator<Item = &str> {
+        self.outputs.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// Number of steps left after constant folding.
+    pub fn num_steps(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Runs the graph. `inputs` gives a value for every graph input, by name; returns every
+    /// graph output in declaration order.
+    pub fn run(&self, inputs: &[(&str, B::Tensor)]) -> Result<Vec<B::Tensor>> {
+        let mut values: Vec<Option<B::Tensor>> = vec![None; self.n_slots];
+        for (slot, t) in &self.constants {
+            values[*slot] = Some(t.clone());
+        }
+        for (name, slot) in &self.inputs {
+            let t = inputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| Error::msg(format!("graph input {name:?} was not given a value")))?;
+            values[*slot] = Some(t.1.clone());
+        }
+        for (name, _) in inputs {
+            if !self.inputs.iter().any(|(n, _)| n == name) {
+                return Err(Error::msg(format!("{name:?} is not a graph input")));
+            }
+        }
+        for step in &self.steps {
+            let outs = {
+                let ins: Vec<Option<&B::Tensor>> =
+                    step.inputs.iter().map(|s| s.and_then(|s| values[s].as_ref())).collect();
+                run_step(&self.backend, step, &ins)?
+            };
+            for (slot, value) in step.outputs.iter().zip(outs) {
+                if let (Some(slot), Some(value)) = (slot, value) {
+                    values[*slot] = Some(value);
+                }
+            }
+            for &s in &step.frees {
+                values[s] = None;
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|(name, slot)| {
+                values[*slot]
+                    .clone()
+                    .ok_or_else(|| Error::msg(format!("graph output {name:?} was not computed")))
+            })
+            .collect()
+    }
+}
+
+/// Evaluates one step, wrapping errors with the node's name and checking that every output the
+/// graph names was produced.
+fn run_step<B: Backend>(
+    backend: &B,
+    step: &Step,
+    ins: &[Option<&B::Tensor>],
+) -> Result<Vec<Option<B::Tensor>>> {
+    let wrap = |message: String| Error::Node {
+        node: step.name.clone(),
+        op: step.op_type.clone(),
+        message,
+    };
+    let mut outs = step.op.eval(backend, ins, step.outputs.len()).map_err(|e| wrap(e.to_string()))?;
+    outs.resize(step.outputs.len().max(outs.len()), None);
+    for (i, (slot, value)) in step.outputs.iter().zip(&outs).enumerate() {
+        if slot.is_some() && value.is_none() {
+            return Err(wrap(format!("output {i} is used by the graph but this engine does not compute it")));
+        }
+    }
+    Ok(outs)
+}

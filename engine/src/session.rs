@@ -1,0 +1,198 @@
+//! The decode session: prefill the prompt, then one graph run per new token with the past/present
+//! KV cache fed back; greedy selection; stop on an end-of-sequence id or the token limit.
+//! A no-cache mode recomputes the whole sequence every step (the reference the cached path is
+//! tested against).
+
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::exec::Executor;
+use crate::package::{IoMap, Package};
+use crate::tensor::{Data, Tensor};
+
+/// How to generate.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    pub max_new_tokens: usize,
+    /// Ids that stop generation (the stop id is kept in the output).
+    pub eos_token_ids: Vec<u32>,
+    /// false: recompute the full sequence every step instead of using the KV cache.
+    pub use_kv_cache: bool,
+}
+
+/// The result of a generation.
+#[derive(Clone, Debug, Default)]
+pub struct Generation {
+    pub prompt_ids: Vec<u32>,
+    pub generated_ids: Vec<u32>,
+    /// Full last-position logits of every step (step 0 is the prefill), when asked for.
+    pub logits: Vec<Vec<f32>>,
+    pub prefill_ms: f64,
+    /// Wall time of each decode step after the prefill.
+    pub step_ms: Vec<f64>,
+    pub stopped_on_eos: bool,
+}
+
+/// The KV cache between steps: per layer (key, value), `[1, kv_heads, seq, head_dim]`.
+pub struct KvCache<B: Backend> {
+    pub layers: Vec<(B::Tensor, B::Tensor)>,
+    pub len: usize,
+}
+
+/// A model package bound to a backend.
+pub struct Session<B: Backend> {
+    exec: Executor<B>,
+    io: IoMap,
+    /// Graph inputs declared as i32 (token ids, mask and positions are i64 otherwise).
+    i32_inputs: Vec<String>,
+}
+
+impl<B: Backend> std::fmt::Debug for Session<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("exec", &self.exec).field("io", &self.io).finish()
+    }
+}
+
+impl<B: Backend> Session<B> {
+    pub fn new(package: &Package, backend: B) -> Result<Session<B>> {
+        let exec = Executor::new(&package.model, backend)?;
+        let i32_inputs = package
+            .model
+            .inputs
+            .iter()
+            .filter(|p| p.dtype == Some(DType::I32))
+            .map(|p| p.name.clone())
+            .collect();
+        Ok(Session { exec, io: package.io.clone(), i32_inputs })
+    }
+
+    pub fn io(&self) -> &IoMap {
+        &self.io
+    }
+
+    pub fn backend(&self) -> &B {
+        self.exec.backend()
+    }
+
+    /// An empty cache (`seq = 0`).
+    pub fn empty_cache(&self) -> Result<KvCache<B>> {
+        let b = self.exec.backend();
+        let empty = b.upload(&Tensor::zeros(self.io.kv_dtype, &[1, self.io.kv_heads, 0, self.io.head_dim]))?;
+        Ok(KvCache { layers: vec![(empty.clone(), empty); self.io.layers.len()], len: 0 })
+    }
+
+    /// Runs `ids` on top of `cache`; returns the last position's logits (f32, host) and the new
+    /// cache.
+    pub fn forward(&self, ids: &[u32], cache: &KvCache<B>) -> Result<(Vec<f32>, KvCache<B>)> {
+        if ids.is_empty() {
+            return Err(Error::msg("forward needs at least one token"));
+        }
+        let b = self.exec.backend();
+        let s = ids.len();
+        let total = cache.len + s;
+        let mut inputs: Vec<(&str, B::Tensor)> = Vec::with_capacity(3 + 2 * cache.layers.len());
+        let ids64: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
+        inputs.push((&self.io.token_input, b.upload(&self.int_input(&self.io.token_input, vec![1, s], ids64)?)?));
+        if let Some(name) = &self.io.attention_mask {
+            inputs.push((name, b.upload(&self.int_input(name, vec![1, total], vec![1; total])?)?));
+        }
+        if let Some(name) = &self.io.position_ids {
+            let pos: Vec<i64> = (cache.len..total).map(|p| p as i64).collect();
+            inputs.push((name, b.upload(&self.int_input(name, vec![1, s], pos)?)?));
+        }
+        for (l, (k, v)) in self.io.layers.iter().zip(&cache.layers) {
+            inputs.push((&l.past_key, k.clone()));
+            inputs.push((&l.past_value, v.clone()));
+        }
+        let outs = self.exec.run(&inputs)?;
+        let names: Vec<&str> = self.exec.output_names().collect();
+        let get = |name: &str| -> Result<&B::Tensor> {
+            names
+                .iter()
+                .position(|n| *n == name)
+                .map(|i| &outs[i])
+                .ok_or_else(|| Error::msg(format!("graph output {name:?} missing")))
+        };
+        let logits = b.download(get(&self.io.logits)?)?;
+        let shape = logits.shape().to_vec();
+        let vocab = *shape.last().ok_or_else(|| Error::msg("logits output is a scalar"))?;
+        if vocab == 0 || logits.numel() % vocab != 0 {
+            return Err(Error::msg(format!("logits output has shape {shape:?}")));
+        }
+        let all = logits.to_f32_vec();
+        let last = all[all.len() - vocab..].to_vec();
+        let mut layers = Vec::with_capacity(self.io.layers.len());
+        for l in &self.io.layers {
+            let k = get(&l.present_key)?.clone();
+            let v = get(&l.present_value)?.clone();
+            let ks = b.shape(&k);
+            if ks.len() != 4 || ks[2] != total {
+                return Err(Error::msg(format!(
+                    "output {} has shape {ks:?}; expected [1, {}, {total}, {}]",
+                    l.present_key, self.io.kv_heads, self.io.head_dim
+                )));
+            }
+            layers.push((k, v));
+        }
+        Ok((last, KvCache { layers, len: total }))
+    }
+
+    /// An integer input in the port's declared type (i64 unless it says i32).
+    fn int_input(&self, name: &str, shape: Vec<usize>, v: Vec<i64>) -> Result<Tensor> {
+        if self.i32_inputs.iter().any(|n| n == name) {
+            Tensor::new(shape, Data::I32(v.into_iter().map(|x| x as i32).collect()))
+        } else {
+            Tensor::new(shape, Data::I64(v))
+        }
+    }
+
+    /// Greedy generation. `keep_logits` stores each step's full logits in the result.
+    pub fn generate(&self, prompt: &[u32], opts: &GenerateOptions, keep_logits: bool) -> Result<Generation> {
+        let mut out = Generation { prompt_ids: prompt.to_vec(), ..Default::default() };
+        if opts.max_new_tokens == 0 {
+            return Ok(out);
+        }
+        let t0 = Instant::now();
+        let (mut logits, mut cache) = self.forward(prompt, &self.empty_cache()?)?;
+        out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        loop {
+            let next = argmax(&logits);
+            if keep_logits {
+                out.logits.push(std::mem::take(&mut logits));
+            }
+            out.generated_ids.push(next);
+            if opts.eos_token_ids.contains(&next) {
+                out.stopped_on_eos = true;
+                break;
+            }
+            if out.generated_ids.len() >= opts.max_new_tokens {
+                break;
+            }
+            let t = Instant::now();
+            if opts.use_kv_cache {
+                (logits, cache) = self.forward(&[next], &cache)?;
+            } else {
+                let mut all = prompt.to_vec();
+                all.extend(&out.generated_ids);
+                (logits, _) = self.forward(&all, &self.empty_cache()?)?;
+            }
+            out.step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(out)
+    }
+}
+
+/// Index of the largest value; the lowest index wins ties; NaN never wins.
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0usize;
+    let mut best_v = f32::NEG_INFINITY;
+    for (i, &x) in v.iter().enumerate() {
+        if x > best_v {
+            best = i;
+            best_v = x;
+        }
+    }
+    best as u32
+}
