@@ -356,7 +356,7 @@ pub fn resolve_io(
                 let cands: Vec<&str> = inputs
                     .iter()
                     .filter(|p| !kv_names.contains(&p.name.as_str()))
-                    .filter(|p| Some(&p.name) != position.as_ref())
+                    .filter(|p| Some(&p.name) != position.as_ref() && Some(&p.name) != mask.as_ref())
                     .filter(|p| matches!(p.dtype, Some(DType::I64 | DType::I32)))
                     .filter(|p| p.shape.as_ref().is_none_or(|s| s.len() == 2))
                     .map(|p| p.name.as_str())
