@@ -41,7 +41,10 @@ impl<const N: usize> Bcast<N> {
     pub fn to(shapes: [&[usize]; N], out: &[usize]) -> Option<Self> {
         for s in shapes {
             let off = out.len().checked_sub(s.len())?;
-            if s.iter().enumerate().any(|(i, &d)| d != 1 && d != out[off + i]) {
+            if s.iter()
+                .enumerate()
+                .any(|(i, &d)| d != 1 && d != out[off + i])
+            {
                 return None;
             }
         }
@@ -54,7 +57,15 @@ impl<const N: usize> Bcast<N> {
             let s = shapes[k];
             let off = rank - s.len();
             let cs = strides(s);
-            (0..rank).map(|d| if d < off || s[d - off] == 1 { 0 } else { cs[d - off] }).collect()
+            (0..rank)
+                .map(|d| {
+                    if d < off || s[d - off] == 1 {
+                        0
+                    } else {
+                        cs[d - off]
+                    }
+                })
+                .collect()
         });
         let mut dims: Vec<usize> = Vec::with_capacity(rank);
         let mut st: [Vec<usize>; N] = std::array::from_fn(|_| Vec::with_capacity(rank));
@@ -87,7 +98,11 @@ impl<const N: usize> Bcast<N> {
                 s.push(0);
             }
         }
-        Bcast { out_shape: out, dims, strides: st }
+        Bcast {
+            out_shape: out,
+            dims,
+            strides: st,
+        }
     }
 
     pub fn out_shape(&self) -> &[usize] {
@@ -205,7 +220,10 @@ mod tests {
         // Row broadcast: b restarts at 0 for every row of a.
         let bc = Bcast::new([&[3, 4][..], &[4][..]]).unwrap();
         assert_eq!(bc.inner_strides(), [1, 1]);
-        assert_eq!(all_runs(&bc), vec![(0, [0, 0], 4), (4, [4, 0], 4), (8, [8, 0], 4)]);
+        assert_eq!(
+            all_runs(&bc),
+            vec![(0, [0, 0], 4), (4, [4, 0], 4), (8, [8, 0], 4)]
+        );
         // Column broadcast: b is a scalar per run.
         let bc = Bcast::new([&[2, 3][..], &[2, 1][..]]).unwrap();
         assert_eq!(bc.inner_strides(), [1, 0]);

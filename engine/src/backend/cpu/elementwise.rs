@@ -249,7 +249,11 @@ pub(super) fn binary(be: &CpuBackend, op: BinaryOp, a: &Tensor, b: &Tensor) -> R
         bail!("{name}: dtype mismatch {} vs {}", a.dtype(), b.dtype());
     }
     let bc = Bcast::new([a.shape(), b.shape()]).ok_or_else(|| {
-        Error::msg(format!("{name}: cannot broadcast shapes {:?} and {:?}", a.shape(), b.shape()))
+        Error::msg(format!(
+            "{name}: cannot broadcast shapes {:?} and {:?}",
+            a.shape(),
+            b.shape()
+        ))
     })?;
     let data = match (a.data(), b.data()) {
         (Data::F32(x), Data::F32(y)) => binary_float(be, op, &bc, x, y)?,
@@ -310,7 +314,11 @@ fn binary_float<T: Float>(
         Mod { fmod: true } => m!(|x, y| x % y),
         Mod { fmod: false } => m!(|x, y| {
             let r = x % y;
-            if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
+            if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                r + y
+            } else {
+                r
+            }
         }),
         Equal => pred!(|x, y| x == y),
         Less => pred!(|x, y| x < y),
@@ -372,7 +380,11 @@ fn binary_int<T: Int>(
         };
     }
     if matches!(op, Div | Mod { .. }) && bc.numel() > 0 && b.iter().any(|&v| v.to_i64() == 0) {
-        bail!("{}: integer division by zero ({})", binary_name(op), T::DTYPE);
+        bail!(
+            "{}: integer division by zero ({})",
+            binary_name(op),
+            T::DTYPE
+        );
     }
     Ok(match op {
         Add => m!(|x, y| x.wrapping_add(y)),
@@ -386,7 +398,11 @@ fn binary_int<T: Int>(
         Mod { fmod: true } => m!(|x, y| if y == 0 { 0 } else { x.wrapping_rem(y) }),
         Mod { fmod: false } => m!(|x, y| {
             let r = if y == 0 { 0 } else { x.wrapping_rem(y) };
-            if r != 0 && (r < 0) != (y < 0) { r + y } else { r }
+            if r != 0 && (r < 0) != (y < 0) {
+                r + y
+            } else {
+                r
+            }
         }),
         Equal => pred!(|x, y| x == y),
         Less => pred!(|x, y| x < y),
@@ -445,13 +461,20 @@ fn select<T: Elem>(be: &CpuBackend, bc: &Bcast<3>, c: &[bool], a: &[T], b: &[T])
         bc.runs(start, start + chunk.len(), |pos, [oc, oa, ob], len| {
             let dst = &mut chunk[pos - start..pos - start + len];
             if (sc, sa, sb) == (1, 1, 1) {
-                let it = c[oc..oc + len].iter().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]);
+                let it = c[oc..oc + len]
+                    .iter()
+                    .zip(&a[oa..oa + len])
+                    .zip(&b[ob..ob + len]);
                 for (o, ((&c, &x), &y)) in dst.iter_mut().zip(it) {
                     *o = if c { x } else { y };
                 }
             } else {
                 for (j, o) in dst.iter_mut().enumerate() {
-                    *o = if c[oc + j * sc] { a[oa + j * sa] } else { b[ob + j * sb] };
+                    *o = if c[oc + j * sc] {
+                        a[oa + j * sa]
+                    } else {
+                        b[ob + j * sb]
+                    };
                 }
             }
         });
@@ -567,21 +590,59 @@ mod tests {
         close(&un(Reciprocal, &[4.0, -0.5]), &[0.25, -2.0], 0.0);
         close(&un(Exp, &[0.0, 1.0]), &[1.0, std::f32::consts::E], 1e-6);
         close(&un(Log, &[1.0, std::f32::consts::E]), &[0.0, 1.0], 1e-6);
-        close(&un(Sigmoid, &[0.0, 2.0, -2.0]), &[0.5, 0.880797, 0.119203], 1e-6);
+        close(
+            &un(Sigmoid, &[0.0, 2.0, -2.0]),
+            &[0.5, 0.880797, 0.119203],
+            1e-6,
+        );
         close(&un(Sigmoid, &[-200.0, 200.0]), &[0.0, 1.0], 0.0);
         close(&un(Tanh, &[0.0, 1.0]), &[0.0, 0.7615942], 1e-6);
         close(&un(Cos, &[0.0, std::f32::consts::PI]), &[1.0, -1.0], 1e-6);
-        close(&un(Sin, &[0.0, std::f32::consts::FRAC_PI_2]), &[0.0, 1.0], 1e-6);
+        close(
+            &un(Sin, &[0.0, std::f32::consts::FRAC_PI_2]),
+            &[0.0, 1.0],
+            1e-6,
+        );
         close(&un(Floor, &[1.5, -1.5]), &[1.0, -2.0], 0.0);
         close(&un(Ceil, &[1.5, -1.5]), &[2.0, -1.0], 0.0);
-        close(&un(Round, &[0.5, 1.5, 2.5, -0.5, -1.5, 2.4, 2.6]), &[0., 2., 2., -0., -2., 2., 3.], 0.0);
-        close(&un(Sign, &[-3.0, 0.0, 2.0, f32::NAN]), &[-1.0, 0.0, 1.0, f32::NAN], 0.0);
+        close(
+            &un(Round, &[0.5, 1.5, 2.5, -0.5, -1.5, 2.4, 2.6]),
+            &[0., 2., 2., -0., -2., 2., 3.],
+            0.0,
+        );
+        close(
+            &un(Sign, &[-3.0, 0.0, 2.0, f32::NAN]),
+            &[-1.0, 0.0, 1.0, f32::NAN],
+            0.0,
+        );
         close(&un(Relu, &[-1.0, 0.0, 3.0]), &[0.0, 0.0, 3.0], 0.0);
-        close(&un(Softplus, &[0.0, 100.0, -100.0]), &[std::f32::consts::LN_2, 100.0, 0.0], 1e-6);
-        close(&un(Silu, &[0.0, 1.0, -1.0]), &[0.0, 0.7310586, -0.26894143], 1e-6);
+        close(
+            &un(Softplus, &[0.0, 100.0, -100.0]),
+            &[std::f32::consts::LN_2, 100.0, 0.0],
+            1e-6,
+        );
+        close(
+            &un(Silu, &[0.0, 1.0, -1.0]),
+            &[0.0, 0.7310586, -0.26894143],
+            1e-6,
+        );
         close(&un(LeakyRelu(0.1), &[-2.0, 3.0]), &[-0.2, 3.0], 1e-7);
-        close(&un(Elu(2.0), &[-1.0, 3.0]), &[2.0 * (-0.63212055), 3.0], 1e-6);
-        close(&un(HardSigmoid { alpha: 0.2, beta: 0.5 }, &[-5.0, 0.0, 1.0, 5.0]), &[0.0, 0.5, 0.7, 1.0], 1e-7);
+        close(
+            &un(Elu(2.0), &[-1.0, 3.0]),
+            &[2.0 * (-0.63212055), 3.0],
+            1e-6,
+        );
+        close(
+            &un(
+                HardSigmoid {
+                    alpha: 0.2,
+                    beta: 0.5,
+                },
+                &[-5.0, 0.0, 1.0, 5.0],
+            ),
+            &[0.0, 0.5, 0.7, 1.0],
+            1e-7,
+        );
         let nan = be().unary(IsNaN, &f32t(&[2], &[f32::NAN, 1.0])).unwrap();
         assert_eq!(nan.data(), &Data::Bool(vec![true, false]));
     }
@@ -616,15 +677,30 @@ mod tests {
 
     #[test]
     fn unary_half_types_round_back() {
-        let x = Tensor::new(vec![3], Data::F16(vec![f16::from_f32(1.0), f16::from_f32(4.0), f16::from_f32(-2.0)])).unwrap();
+        let x = Tensor::new(
+            vec![3],
+            Data::F16(vec![
+                f16::from_f32(1.0),
+                f16::from_f32(4.0),
+                f16::from_f32(-2.0),
+            ]),
+        )
+        .unwrap();
         let y = be().unary(UnaryOp::Sqrt, &x).unwrap();
         assert_eq!(y.dtype(), DType::F16);
         close(&y.to_f32_vec(), &[1.0, 2.0, f32::NAN], 0.0);
-        let x = Tensor::new(vec![2], Data::BF16(vec![bf16::from_f32(1.0), bf16::from_f32(-3.0)])).unwrap();
+        let x = Tensor::new(
+            vec![2],
+            Data::BF16(vec![bf16::from_f32(1.0), bf16::from_f32(-3.0)]),
+        )
+        .unwrap();
         let y = be().unary(UnaryOp::Exp, &x).unwrap();
         assert_eq!(y.dtype(), DType::BF16);
         // bf16 keeps 8 significant bits: e = 2.71875 after rounding.
-        assert_eq!(y.to_f32_vec(), vec![2.71875, bf16::from_f32((-3.0f32).exp()).to_f32()]);
+        assert_eq!(
+            y.to_f32_vec(),
+            vec![2.71875, bf16::from_f32((-3.0f32).exp()).to_f32()]
+        );
     }
 
     #[test]
@@ -633,9 +709,18 @@ mod tests {
         let x = i64t(&[4], &[-3, 0, 5, i64::MIN]);
         let y = be().unary(Neg, &x).unwrap();
         assert_eq!(y.as_i64().unwrap(), &[3, 0, -5, i64::MIN]);
-        assert_eq!(be().unary(Abs, &x).unwrap().as_i64().unwrap(), &[3, 0, 5, i64::MIN]);
-        assert_eq!(be().unary(Sign, &x).unwrap().as_i64().unwrap(), &[-1, 0, 1, -1]);
-        assert_eq!(be().unary(Relu, &x).unwrap().as_i64().unwrap(), &[0, 0, 5, 0]);
+        assert_eq!(
+            be().unary(Abs, &x).unwrap().as_i64().unwrap(),
+            &[3, 0, 5, i64::MIN]
+        );
+        assert_eq!(
+            be().unary(Sign, &x).unwrap().as_i64().unwrap(),
+            &[-1, 0, 1, -1]
+        );
+        assert_eq!(
+            be().unary(Relu, &x).unwrap().as_i64().unwrap(),
+            &[0, 0, 5, 0]
+        );
         let x = Tensor::new(vec![2], Data::I32(vec![-7, 7])).unwrap();
         assert_eq!(be().unary(Abs, &x).unwrap().data(), &Data::I32(vec![7, 7]));
         let u = Tensor::new(vec![2], Data::U8(vec![0, 200])).unwrap();
@@ -645,10 +730,16 @@ mod tests {
         let err = be().unary(Sqrt, &x).unwrap_err().to_string();
         assert_eq!(err, "Sqrt: unsupported dtype i32");
         let b = boolt(&[2], &[true, false]);
-        assert_eq!(be().unary(Not, &b).unwrap().data(), &Data::Bool(vec![false, true]));
+        assert_eq!(
+            be().unary(Not, &b).unwrap().data(),
+            &Data::Bool(vec![false, true])
+        );
         let err = be().unary(Exp, &b).unwrap_err().to_string();
         assert_eq!(err, "Exp: unsupported dtype bool");
-        let err = be().unary(Not, &f32t(&[1], &[1.0])).unwrap_err().to_string();
+        let err = be()
+            .unary(Not, &f32t(&[1], &[1.0]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Not: unsupported dtype f32");
     }
 
@@ -664,23 +755,47 @@ mod tests {
         assert_eq!(bin(Add, &a, &b).to_f32_vec(), vec![3.0, 1.0, 7.5, -5.0]);
         assert_eq!(bin(Sub, &a, &b).to_f32_vec(), vec![-1.0, -5.0, 3.5, -9.0]);
         assert_eq!(bin(Mul, &a, &b).to_f32_vec(), vec![2.0, -6.0, 11.0, -14.0]);
-        assert_eq!(bin(Div, &a, &b).to_f32_vec(), vec![0.5, -2.0 / 3.0, 2.75, -3.5]);
+        assert_eq!(
+            bin(Div, &a, &b).to_f32_vec(),
+            vec![0.5, -2.0 / 3.0, 2.75, -3.5]
+        );
         assert_eq!(bin(Pow, &a, &b).to_f32_vec(), vec![1.0, -8.0, 30.25, 49.0]);
         assert_eq!(bin(Max, &a, &b).to_f32_vec(), vec![2.0, 3.0, 5.5, 2.0]);
         assert_eq!(bin(Min, &a, &b).to_f32_vec(), vec![1.0, -2.0, 2.0, -7.0]);
-        assert_eq!(bin(Mod { fmod: true }, &a, &b).to_f32_vec(), vec![1.0, -2.0, 1.5, -1.0]);
-        assert_eq!(bin(Mod { fmod: false }, &a, &b).to_f32_vec(), vec![1.0, 1.0, 1.5, 1.0]);
+        assert_eq!(
+            bin(Mod { fmod: true }, &a, &b).to_f32_vec(),
+            vec![1.0, -2.0, 1.5, -1.0]
+        );
+        assert_eq!(
+            bin(Mod { fmod: false }, &a, &b).to_f32_vec(),
+            vec![1.0, 1.0, 1.5, 1.0]
+        );
         let nan = f32t(&[2], &[f32::NAN, 1.0]);
         let one = f32t(&[2], &[1.0, f32::NAN]);
         assert!(bin(Max, &nan, &one).to_f32_vec().iter().all(|v| v.is_nan()));
         assert!(bin(Min, &nan, &one).to_f32_vec().iter().all(|v| v.is_nan()));
         let x = f32t(&[3], &[1.0, 2.0, 3.0]);
         let y = f32t(&[3], &[2.0, 2.0, 2.0]);
-        assert_eq!(bin(Equal, &x, &y).data(), &Data::Bool(vec![false, true, false]));
-        assert_eq!(bin(Less, &x, &y).data(), &Data::Bool(vec![true, false, false]));
-        assert_eq!(bin(LessOrEqual, &x, &y).data(), &Data::Bool(vec![true, true, false]));
-        assert_eq!(bin(Greater, &x, &y).data(), &Data::Bool(vec![false, false, true]));
-        assert_eq!(bin(GreaterOrEqual, &x, &y).data(), &Data::Bool(vec![false, true, true]));
+        assert_eq!(
+            bin(Equal, &x, &y).data(),
+            &Data::Bool(vec![false, true, false])
+        );
+        assert_eq!(
+            bin(Less, &x, &y).data(),
+            &Data::Bool(vec![true, false, false])
+        );
+        assert_eq!(
+            bin(LessOrEqual, &x, &y).data(),
+            &Data::Bool(vec![true, true, false])
+        );
+        assert_eq!(
+            bin(Greater, &x, &y).data(),
+            &Data::Bool(vec![false, false, true])
+        );
+        assert_eq!(
+            bin(GreaterOrEqual, &x, &y).data(),
+            &Data::Bool(vec![false, true, true])
+        );
         let err = be().binary(And, &x, &y).unwrap_err().to_string();
         assert_eq!(err, "And: unsupported dtype f32");
     }
@@ -697,16 +812,25 @@ mod tests {
         assert_eq!(bin(Sub, &s, &a).to_f32_vec(), vec![9., 8., 7., 6., 5., 4.]);
         // Row.
         let row = f32t(&[3], &[10., 20., 30.]);
-        assert_eq!(bin(Mul, &a, &row).to_f32_vec(), vec![10., 40., 90., 40., 100., 180.]);
+        assert_eq!(
+            bin(Mul, &a, &row).to_f32_vec(),
+            vec![10., 40., 90., 40., 100., 180.]
+        );
         // Column.
         let col = f32t(&[2, 1], &[1., 2.]);
-        assert_eq!(bin(Div, &a, &col).to_f32_vec(), vec![1., 2., 3., 2., 2.5, 3.]);
+        assert_eq!(
+            bin(Div, &a, &col).to_f32_vec(),
+            vec![1., 2., 3., 2., 2.5, 3.]
+        );
         // Both sides: [3,1] x [1,4] -> [3,4].
         let c = f32t(&[3, 1], &[0., 10., 20.]);
         let r = f32t(&[1, 4], &[1., 2., 3., 4.]);
         let y = bin(Add, &c, &r);
         assert_eq!(y.shape(), &[3, 4]);
-        assert_eq!(y.to_f32_vec(), vec![1., 2., 3., 4., 11., 12., 13., 14., 21., 22., 23., 24.]);
+        assert_eq!(
+            y.to_f32_vec(),
+            vec![1., 2., 3., 4., 11., 12., 13., 14., 21., 22., 23., 24.]
+        );
         // Middle-dim broadcast: [2,1,2] x [1,3,1] -> [2,3,2].
         let p = f32t(&[2, 1, 2], &[1., 2., 3., 4.]);
         let q = f32t(&[1, 3, 1], &[0., 10., 100.]);
@@ -740,15 +864,36 @@ mod tests {
 
     #[test]
     fn binary_half_types() {
-        let a = Tensor::new(vec![2], Data::F16(vec![f16::from_f32(1.5), f16::from_f32(2.0)])).unwrap();
+        let a = Tensor::new(
+            vec![2],
+            Data::F16(vec![f16::from_f32(1.5), f16::from_f32(2.0)]),
+        )
+        .unwrap();
         let b = Tensor::new(vec![1], Data::F16(vec![f16::from_f32(0.25)])).unwrap();
         let y = bin(BinaryOp::Add, &a, &b);
-        assert_eq!(y.data(), &Data::F16(vec![f16::from_f32(1.75), f16::from_f32(2.25)]));
-        let a = Tensor::new(vec![2], Data::BF16(vec![bf16::from_f32(3.0), bf16::from_f32(1.0)])).unwrap();
-        let b = Tensor::new(vec![2], Data::BF16(vec![bf16::from_f32(2.0), bf16::from_f32(1.0)])).unwrap();
+        assert_eq!(
+            y.data(),
+            &Data::F16(vec![f16::from_f32(1.75), f16::from_f32(2.25)])
+        );
+        let a = Tensor::new(
+            vec![2],
+            Data::BF16(vec![bf16::from_f32(3.0), bf16::from_f32(1.0)]),
+        )
+        .unwrap();
+        let b = Tensor::new(
+            vec![2],
+            Data::BF16(vec![bf16::from_f32(2.0), bf16::from_f32(1.0)]),
+        )
+        .unwrap();
         let y = bin(BinaryOp::Mul, &a, &b);
-        assert_eq!(y.data(), &Data::BF16(vec![bf16::from_f32(6.0), bf16::from_f32(1.0)]));
-        assert_eq!(bin(BinaryOp::Greater, &a, &b).data(), &Data::Bool(vec![true, false]));
+        assert_eq!(
+            y.data(),
+            &Data::BF16(vec![bf16::from_f32(6.0), bf16::from_f32(1.0)])
+        );
+        assert_eq!(
+            bin(BinaryOp::Greater, &a, &b).data(),
+            &Data::Bool(vec![true, false])
+        );
     }
 
     #[test]
@@ -760,16 +905,28 @@ mod tests {
         assert_eq!(bin(Sub, &a, &b).as_i64().unwrap(), &[5, -9, 9, -5]);
         assert_eq!(bin(Mul, &a, &b).as_i64().unwrap(), &[14, -14, -14, 14]);
         assert_eq!(bin(Div, &a, &b).as_i64().unwrap(), &[3, -3, -3, 3]);
-        assert_eq!(bin(Mod { fmod: true }, &a, &b).as_i64().unwrap(), &[1, -1, 1, -1]);
-        assert_eq!(bin(Mod { fmod: false }, &a, &b).as_i64().unwrap(), &[1, 1, -1, -1]);
+        assert_eq!(
+            bin(Mod { fmod: true }, &a, &b).as_i64().unwrap(),
+            &[1, -1, 1, -1]
+        );
+        assert_eq!(
+            bin(Mod { fmod: false }, &a, &b).as_i64().unwrap(),
+            &[1, 1, -1, -1]
+        );
         assert_eq!(bin(Max, &a, &b).as_i64().unwrap(), &[7, 2, 7, -2]);
         assert_eq!(bin(Min, &a, &b).as_i64().unwrap(), &[2, -7, -2, -7]);
         let p = i64t(&[5], &[2, -3, 2, 1, -1]);
         let e = i64t(&[5], &[10, 3, -1, -5, -3]);
         assert_eq!(bin(Pow, &p, &e).as_i64().unwrap(), &[1024, -27, 0, 1, -1]);
         assert_eq!(bin(Equal, &a, &b).data(), &Data::Bool(vec![false; 4]));
-        assert_eq!(bin(Less, &a, &b).data(), &Data::Bool(vec![false, true, false, true]));
-        assert_eq!(bin(GreaterOrEqual, &a, &b).data(), &Data::Bool(vec![true, false, true, false]));
+        assert_eq!(
+            bin(Less, &a, &b).data(),
+            &Data::Bool(vec![false, true, false, true])
+        );
+        assert_eq!(
+            bin(GreaterOrEqual, &a, &b).data(),
+            &Data::Bool(vec![true, false, true, false])
+        );
         let x = Tensor::new(vec![3], Data::I32(vec![i32::MAX, 5, -9])).unwrap();
         let one = Tensor::new(vec![], Data::I32(vec![1])).unwrap();
         assert_eq!(bin(Add, &x, &one).data(), &Data::I32(vec![i32::MIN, 6, -8]));
@@ -777,7 +934,10 @@ mod tests {
         let v = Tensor::new(vec![2], Data::U8(vec![10, 2])).unwrap();
         assert_eq!(bin(Add, &u, &v).data(), &Data::U8(vec![4, 5]));
         assert_eq!(bin(Div, &u, &v).data(), &Data::U8(vec![25, 1]));
-        let err = be().binary(Div, &a, &i64t(&[1], &[0])).unwrap_err().to_string();
+        let err = be()
+            .binary(Div, &a, &i64t(&[1], &[0]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Div: integer division by zero (i64)");
         let err = be().binary(Xor, &a, &b).unwrap_err().to_string();
         assert_eq!(err, "Xor: unsupported dtype i64");
@@ -788,10 +948,22 @@ mod tests {
         use BinaryOp::*;
         let a = boolt(&[4], &[true, true, false, false]);
         let b = boolt(&[4], &[true, false, true, false]);
-        assert_eq!(bin(And, &a, &b).data(), &Data::Bool(vec![true, false, false, false]));
-        assert_eq!(bin(Or, &a, &b).data(), &Data::Bool(vec![true, true, true, false]));
-        assert_eq!(bin(Xor, &a, &b).data(), &Data::Bool(vec![false, true, true, false]));
-        assert_eq!(bin(Equal, &a, &b).data(), &Data::Bool(vec![true, false, false, true]));
+        assert_eq!(
+            bin(And, &a, &b).data(),
+            &Data::Bool(vec![true, false, false, false])
+        );
+        assert_eq!(
+            bin(Or, &a, &b).data(),
+            &Data::Bool(vec![true, true, true, false])
+        );
+        assert_eq!(
+            bin(Xor, &a, &b).data(),
+            &Data::Bool(vec![false, true, true, false])
+        );
+        assert_eq!(
+            bin(Equal, &a, &b).data(),
+            &Data::Bool(vec![true, false, false, true])
+        );
         let err = be().binary(Add, &a, &b).unwrap_err().to_string();
         assert_eq!(err, "Add: unsupported dtype bool");
     }
@@ -799,9 +971,15 @@ mod tests {
     #[test]
     fn binary_errors() {
         let a = f32t(&[2, 3], &[0.0; 6]);
-        let err = be().binary(BinaryOp::Add, &a, &f32t(&[4], &[0.0; 4])).unwrap_err().to_string();
+        let err = be()
+            .binary(BinaryOp::Add, &a, &f32t(&[4], &[0.0; 4]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Add: cannot broadcast shapes [2, 3] and [4]");
-        let err = be().binary(BinaryOp::Mul, &a, &i64t(&[3], &[1, 2, 3])).unwrap_err().to_string();
+        let err = be()
+            .binary(BinaryOp::Mul, &a, &i64t(&[3], &[1, 2, 3]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Mul: dtype mismatch f32 vs i64");
     }
 
@@ -816,12 +994,21 @@ mod tests {
         let c = boolt(&[3], &[true, false, true]);
         let a = i64t(&[3], &[1, 2, 3]);
         let b = i64t(&[3], &[4, 5, 6]);
-        assert_eq!(be().where_cond(&c, &a, &b).unwrap().as_i64().unwrap(), &[1, 5, 3]);
+        assert_eq!(
+            be().where_cond(&c, &a, &b).unwrap().as_i64().unwrap(),
+            &[1, 5, 3]
+        );
         let err = be().where_cond(&a, &a, &b).unwrap_err().to_string();
         assert_eq!(err, "Where: condition must be bool, got i64");
-        let err = be().where_cond(&c, &a, &f32t(&[3], &[0.0; 3])).unwrap_err().to_string();
+        let err = be()
+            .where_cond(&c, &a, &f32t(&[3], &[0.0; 3]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Where: dtype mismatch i64 vs f32");
-        let err = be().where_cond(&c, &a, &i64t(&[2], &[0, 0])).unwrap_err().to_string();
+        let err = be()
+            .where_cond(&c, &a, &i64t(&[2], &[0, 0]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Where: cannot broadcast shapes [3], [3] and [2]");
     }
 
@@ -829,10 +1016,22 @@ mod tests {
     fn cast_between_all_types() {
         let x = f32t(&[5], &[-1.7, 0.0, 2.9, f32::NAN, 300.0]);
         let b = be();
-        assert_eq!(b.cast(&x, DType::I64).unwrap().as_i64().unwrap(), &[-1, 0, 2, 0, 300]);
-        assert_eq!(b.cast(&x, DType::I32).unwrap().data(), &Data::I32(vec![-1, 0, 2, 0, 300]));
-        assert_eq!(b.cast(&x, DType::U8).unwrap().data(), &Data::U8(vec![0, 0, 2, 0, 255]));
-        assert_eq!(b.cast(&x, DType::Bool).unwrap().data(), &Data::Bool(vec![true, false, true, true, true]));
+        assert_eq!(
+            b.cast(&x, DType::I64).unwrap().as_i64().unwrap(),
+            &[-1, 0, 2, 0, 300]
+        );
+        assert_eq!(
+            b.cast(&x, DType::I32).unwrap().data(),
+            &Data::I32(vec![-1, 0, 2, 0, 300])
+        );
+        assert_eq!(
+            b.cast(&x, DType::U8).unwrap().data(),
+            &Data::U8(vec![0, 0, 2, 0, 255])
+        );
+        assert_eq!(
+            b.cast(&x, DType::Bool).unwrap().data(),
+            &Data::Bool(vec![true, false, true, true, true])
+        );
         let h = b.cast(&x, DType::F16).unwrap();
         assert_eq!(h.dtype(), DType::F16);
         let back = b.cast(&h, DType::F32).unwrap().to_f32_vec();
@@ -843,18 +1042,39 @@ mod tests {
         assert!(bf[3].is_nan());
         assert_eq!(bf[4], 300.0);
         let i = i64t(&[3], &[-1, 256, 1 << 40]);
-        assert_eq!(b.cast(&i, DType::I32).unwrap().data(), &Data::I32(vec![-1, 256, 0]));
-        assert_eq!(b.cast(&i, DType::U8).unwrap().data(), &Data::U8(vec![255, 0, 0]));
-        assert_eq!(b.cast(&i, DType::F32).unwrap().to_f32_vec(), vec![-1.0, 256.0, 1099511627776.0]);
-        assert_eq!(b.cast(&i, DType::Bool).unwrap().data(), &Data::Bool(vec![true, true, true]));
-        assert_eq!(b.cast(&i, DType::BF16).unwrap().to_f32_vec(), vec![-1.0, 256.0, 1099511627776.0]);
+        assert_eq!(
+            b.cast(&i, DType::I32).unwrap().data(),
+            &Data::I32(vec![-1, 256, 0])
+        );
+        assert_eq!(
+            b.cast(&i, DType::U8).unwrap().data(),
+            &Data::U8(vec![255, 0, 0])
+        );
+        assert_eq!(
+            b.cast(&i, DType::F32).unwrap().to_f32_vec(),
+            vec![-1.0, 256.0, 1099511627776.0]
+        );
+        assert_eq!(
+            b.cast(&i, DType::Bool).unwrap().data(),
+            &Data::Bool(vec![true, true, true])
+        );
+        assert_eq!(
+            b.cast(&i, DType::BF16).unwrap().to_f32_vec(),
+            vec![-1.0, 256.0, 1099511627776.0]
+        );
         let t = boolt(&[2], &[true, false]);
         assert_eq!(b.cast(&t, DType::F16).unwrap().to_f32_vec(), vec![1.0, 0.0]);
         assert_eq!(b.cast(&t, DType::I64).unwrap().as_i64().unwrap(), &[1, 0]);
         let u = Tensor::new(vec![1], Data::U8(vec![200])).unwrap();
-        assert_eq!(b.cast(&u, DType::I32).unwrap().data(), &Data::I32(vec![200]));
+        assert_eq!(
+            b.cast(&u, DType::I32).unwrap().data(),
+            &Data::I32(vec![200])
+        );
         // Same type: shares storage.
         let same = b.cast(&x, DType::F32).unwrap();
-        assert!(std::ptr::eq(same.as_f32().unwrap().as_ptr(), x.as_f32().unwrap().as_ptr()));
+        assert!(std::ptr::eq(
+            same.as_f32().unwrap().as_ptr(),
+            x.as_f32().unwrap().as_ptr()
+        ));
     }
 }

@@ -3,8 +3,8 @@
 
 use super::broadcast::{Bcast, expand_into};
 use super::{CpuBackend, Elem, elems, numel};
-use crate::bail;
 use crate::backend::SliceDim;
+use crate::bail;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, strides};
 
@@ -74,9 +74,14 @@ pub(super) fn transpose(be: &CpuBackend, x: &Tensor, perm: &[usize]) -> Result<T
     let shape = x.shape();
     let mut seen = vec![false; shape.len()];
     let valid = perm.len() == shape.len()
-        && perm.iter().all(|&p| p < shape.len() && !std::mem::replace(&mut seen[p], true));
+        && perm
+            .iter()
+            .all(|&p| p < shape.len() && !std::mem::replace(&mut seen[p], true));
     if !valid {
-        bail!("Transpose: perm {perm:?} is not a permutation of 0..{}", shape.len());
+        bail!(
+            "Transpose: perm {perm:?} is not a permutation of 0..{}",
+            shape.len()
+        );
     }
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let (dims, ist) = collapse_perm(shape, perm);
@@ -146,13 +151,22 @@ pub(super) fn concat(xs: &[&Tensor], axis: usize) -> Result<Tensor> {
     }
     for (i, t) in xs.iter().enumerate().skip(1) {
         if t.dtype() != first.dtype() {
-            bail!("Concat: input {i} has dtype {}, input 0 has {}", t.dtype(), first.dtype());
+            bail!(
+                "Concat: input {i} has dtype {}, input 0 has {}",
+                t.dtype(),
+                first.dtype()
+            );
         }
         let s = t.shape();
         let agree = s.len() == shape.len()
-            && s.iter().zip(shape).enumerate().all(|(d, (a, b))| d == axis || a == b);
+            && s.iter()
+                .zip(shape)
+                .enumerate()
+                .all(|(d, (a, b))| d == axis || a == b);
         if !agree {
-            bail!("Concat: input {i} shape {s:?} does not match input 0 shape {shape:?} off axis {axis}");
+            bail!(
+                "Concat: input {i} shape {s:?} does not match input 0 shape {shape:?} off axis {axis}"
+            );
         }
     }
     let outer = numel(&shape[..axis]);
@@ -179,7 +193,11 @@ pub(super) fn concat(xs: &[&Tensor], axis: usize) -> Result<Tensor> {
 pub(super) fn slice(x: &Tensor, dims: &[SliceDim]) -> Result<Tensor> {
     let shape = x.shape();
     if dims.len() != shape.len() {
-        bail!("Slice: {} dims given for a rank {} input", dims.len(), shape.len());
+        bail!(
+            "Slice: {} dims given for a rank {} input",
+            dims.len(),
+            shape.len()
+        );
     }
     for (a, (d, &size)) in dims.iter().zip(shape).enumerate() {
         if d.step == 0 {
@@ -219,7 +237,10 @@ fn slice_t<T: Elem>(x: &[T], shape: &[usize], dims: &[SliceDim]) -> Vec<T> {
     let st = strides(shape);
     // Axes q.. are whole; axis q - 1 is the first (from the end) that is not.
     let mut q = shape.len();
-    while q > 0 && dims[q - 1].start == 0 && dims[q - 1].step == 1 && dims[q - 1].len == shape[q - 1]
+    while q > 0
+        && dims[q - 1].start == 0
+        && dims[q - 1].step == 1
+        && dims[q - 1].len == shape[q - 1]
     {
         q -= 1;
     }
@@ -231,7 +252,9 @@ fn slice_t<T: Elem>(x: &[T], shape: &[usize], dims: &[SliceDim]) -> Vec<T> {
     }
     // Offsets as isize: negative steps walk backwards from in-range starts.
     let base: isize = (0..q).map(|a| (dims[a].start * st[a]) as isize).sum();
-    let steps: Vec<isize> = (0..outer_axes).map(|a| dims[a].step * st[a] as isize).collect();
+    let steps: Vec<isize> = (0..outer_axes)
+        .map(|a| dims[a].step * st[a] as isize)
+        .collect();
     let lens: Vec<usize> = (0..outer_axes).map(|a| dims[a].len).collect();
     let mut idx = vec![0usize; outer_axes];
     let mut off = base;
@@ -261,7 +284,10 @@ pub(super) fn expand(be: &CpuBackend, x: &Tensor, shape: &[usize]) -> Result<Ten
         return Ok(x.clone());
     }
     let bc = Bcast::to([x.shape()], shape).ok_or_else(|| {
-        Error::msg(format!("Expand: cannot broadcast {:?} to {shape:?}", x.shape()))
+        Error::msg(format!(
+            "Expand: cannot broadcast {:?} to {shape:?}",
+            x.shape()
+        ))
     })?;
     if numel(shape) == x.numel() {
         // Only size-1 dims added or kept: same elements in the same order.
@@ -342,13 +368,25 @@ mod tests {
         let y = be().gather(&b, &idx, 1).unwrap();
         assert_eq!(y.shape(), &[1, 2, 1]);
         assert_eq!(y.data(), &Data::Bool(vec![false, true]));
-        let err = be().gather(&x, &Tensor::i64(&[1], vec![3]).unwrap(), 0).unwrap_err().to_string();
+        let err = be()
+            .gather(&x, &Tensor::i64(&[1], vec![3]).unwrap(), 0)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Gather: index 3 out of range for axis 0 of size 3");
-        let err = be().gather(&x, &Tensor::i64(&[1], vec![-4]).unwrap(), 0).unwrap_err().to_string();
+        let err = be()
+            .gather(&x, &Tensor::i64(&[1], vec![-4]).unwrap(), 0)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Gather: index -4 out of range for axis 0 of size 3");
-        let err = be().gather(&x, &f32t(&[1], &[0.0]), 0).unwrap_err().to_string();
+        let err = be()
+            .gather(&x, &f32t(&[1], &[0.0]), 0)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Gather: indices must be i64 or i32, got f32");
-        let err = be().gather(&x, &Tensor::scalar_i64(0), 2).unwrap_err().to_string();
+        let err = be()
+            .gather(&x, &Tensor::scalar_i64(0), 2)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Gather: axis 2 out of range for rank 2");
     }
 
@@ -371,8 +409,15 @@ mod tests {
         let x = iota(&[1, 3, 1, 2]);
         let y = be().transpose(&x, &[2, 1, 0, 3]).unwrap();
         assert_eq!(y.shape(), &[1, 3, 1, 2]);
-        assert!(std::ptr::eq(y.as_f32().unwrap().as_ptr(), x.as_f32().unwrap().as_ptr()));
-        let h = Tensor::new(vec![2, 1, 2], Data::F16((0..4).map(|v| f16::from_f32(v as f32)).collect())).unwrap();
+        assert!(std::ptr::eq(
+            y.as_f32().unwrap().as_ptr(),
+            x.as_f32().unwrap().as_ptr()
+        ));
+        let h = Tensor::new(
+            vec![2, 1, 2],
+            Data::F16((0..4).map(|v| f16::from_f32(v as f32)).collect()),
+        )
+        .unwrap();
         let y = be().transpose(&h, &[2, 1, 0]).unwrap();
         assert_eq!(y.to_f32_vec(), vec![0., 2., 1., 3.]);
     }
@@ -409,11 +454,17 @@ mod tests {
     fn transpose_rejects_bad_perm() {
         let x = iota(&[2, 3, 4]);
         let err = be().transpose(&x, &[0, 0, 1]).unwrap_err().to_string();
-        assert_eq!(err, "Transpose: perm [0, 0, 1] is not a permutation of 0..3");
+        assert_eq!(
+            err,
+            "Transpose: perm [0, 0, 1] is not a permutation of 0..3"
+        );
         let err = be().transpose(&x, &[1, 0]).unwrap_err().to_string();
         assert_eq!(err, "Transpose: perm [1, 0] is not a permutation of 0..3");
         let err = be().transpose(&x, &[0, 1, 3]).unwrap_err().to_string();
-        assert_eq!(err, "Transpose: perm [0, 1, 3] is not a permutation of 0..3");
+        assert_eq!(
+            err,
+            "Transpose: perm [0, 1, 3] is not a permutation of 0..3"
+        );
     }
 
     #[test]
@@ -429,9 +480,15 @@ mod tests {
         assert_eq!(y.to_f32_vec(), vec![0., 1., 2., 3., 7., 8., 0., 1., 2., 3.]);
         let i = Tensor::i64(&[2], vec![1, 2]).unwrap();
         let e = Tensor::i64(&[0], vec![]).unwrap();
-        assert_eq!(be().concat(&[&i, &e, &i], 0).unwrap().as_i64().unwrap(), &[1, 2, 1, 2]);
+        assert_eq!(
+            be().concat(&[&i, &e, &i], 0).unwrap().as_i64().unwrap(),
+            &[1, 2, 1, 2]
+        );
         let err = be().concat(&[&a, &c], 1).unwrap_err().to_string();
-        assert_eq!(err, "Concat: input 1 shape [1, 2] does not match input 0 shape [2, 2] off axis 1");
+        assert_eq!(
+            err,
+            "Concat: input 1 shape [1, 2] does not match input 0 shape [2, 2] off axis 1"
+        );
         let err = be().concat(&[&a, &i], 0).unwrap_err().to_string();
         assert_eq!(err, "Concat: input 1 has dtype i64, input 0 has f32");
         let err = be().concat(&[], 0).unwrap_err().to_string();
@@ -463,16 +520,38 @@ mod tests {
         assert_eq!(y.shape(), &[0, 4]);
         // Whole: shares storage.
         let y = be().slice(&x, &[sd(0, 1, 3), sd(0, 1, 4)]).unwrap();
-        assert!(std::ptr::eq(y.as_f32().unwrap().as_ptr(), x.as_f32().unwrap().as_ptr()));
-        let bf = Tensor::new(vec![3], Data::BF16((0..3).map(|v| bf16::from_f32(v as f32)).collect())).unwrap();
-        assert_eq!(be().slice(&bf, &[sd(1, 1, 2)]).unwrap().to_f32_vec(), vec![1., 2.]);
+        assert!(std::ptr::eq(
+            y.as_f32().unwrap().as_ptr(),
+            x.as_f32().unwrap().as_ptr()
+        ));
+        let bf = Tensor::new(
+            vec![3],
+            Data::BF16((0..3).map(|v| bf16::from_f32(v as f32)).collect()),
+        )
+        .unwrap();
+        assert_eq!(
+            be().slice(&bf, &[sd(1, 1, 2)]).unwrap().to_f32_vec(),
+            vec![1., 2.]
+        );
         let err = be().slice(&x, &[sd(0, 1, 3)]).unwrap_err().to_string();
         assert_eq!(err, "Slice: 1 dims given for a rank 2 input");
-        let err = be().slice(&x, &[sd(0, 1, 3), sd(2, 1, 3)]).unwrap_err().to_string();
+        let err = be()
+            .slice(&x, &[sd(0, 1, 3), sd(2, 1, 3)])
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Slice: axis 1 (size 4) reads from 2 to 4 with step 1");
-        let err = be().slice(&x, &[sd(1, -1, 3), sd(0, 1, 4)]).unwrap_err().to_string();
-        assert_eq!(err, "Slice: axis 0 (size 3) reads from 1 to -1 with step -1");
-        let err = be().slice(&x, &[sd(0, 0, 1), sd(0, 1, 4)]).unwrap_err().to_string();
+        let err = be()
+            .slice(&x, &[sd(1, -1, 3), sd(0, 1, 4)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "Slice: axis 0 (size 3) reads from 1 to -1 with step -1"
+        );
+        let err = be()
+            .slice(&x, &[sd(0, 0, 1), sd(0, 1, 4)])
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Slice: axis 0 has step 0");
     }
 
@@ -481,7 +560,10 @@ mod tests {
         let x = f32t(&[3, 1], &[1., 2., 3.]);
         let y = be().expand(&x, &[2, 3, 2]).unwrap();
         assert_eq!(y.shape(), &[2, 3, 2]);
-        assert_eq!(y.to_f32_vec(), vec![1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]);
+        assert_eq!(
+            y.to_f32_vec(),
+            vec![1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]
+        );
         let s = Tensor::scalar_i64(7);
         assert_eq!(be().expand(&s, &[3]).unwrap().as_i64().unwrap(), &[7, 7, 7]);
         let y = be().expand(&x, &[1, 3, 1]).unwrap();
@@ -490,8 +572,15 @@ mod tests {
         assert_eq!(err, "Expand: cannot broadcast [3, 1] to [3, 4, 2]");
         let err = be().expand(&x, &[3]).unwrap_err().to_string();
         assert_eq!(err, "Expand: cannot broadcast [3, 1] to [3]");
-        let big = CpuBackend::new(2).unwrap().expand(&x, &[20_000, 3, 2]).unwrap();
-        assert!(big.to_f32_vec().chunks(6).all(|c| c == [1., 1., 2., 2., 3., 3.]));
+        let big = CpuBackend::new(2)
+            .unwrap()
+            .expand(&x, &[20_000, 3, 2])
+            .unwrap();
+        assert!(
+            big.to_f32_vec()
+                .chunks(6)
+                .all(|c| c == [1., 1., 2., 2., 3., 3.])
+        );
     }
 
     #[test]
@@ -511,7 +600,10 @@ mod tests {
         let i = Tensor::i64(&[2, 2, 3], vec![1; 12]).unwrap();
         let y = be().trilu(&i, 1, false).unwrap();
         assert_eq!(y.as_i64().unwrap(), &[1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1]);
-        let err = be().trilu(&f32t(&[3], &[1.; 3]), 0, true).unwrap_err().to_string();
+        let err = be()
+            .trilu(&f32t(&[3], &[1.; 3]), 0, true)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "Trilu: input rank 1, needs at least 2");
     }
 }

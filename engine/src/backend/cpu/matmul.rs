@@ -31,15 +31,25 @@ impl Plan {
         if sa.is_empty() || sb.is_empty() {
             bail!("MatMul: scalar operand (shapes {sa:?} x {sb:?})");
         }
-        let a2: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
-        let b2: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let a2: Vec<usize> = if sa.len() == 1 {
+            vec![1, sa[0]]
+        } else {
+            sa.to_vec()
+        };
+        let b2: Vec<usize> = if sb.len() == 1 {
+            vec![sb[0], 1]
+        } else {
+            sb.to_vec()
+        };
         let (ra, rb) = (a2.len(), b2.len());
         let (m, k, kb, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
         if k != kb {
             bail!("MatMul: inner dims {k} vs {kb} (shapes {sa:?} x {sb:?})");
         }
         let bc = Bcast::new([&a2[..ra - 2], &b2[..rb - 2]]).ok_or_else(|| {
-            Error::msg(format!("MatMul: batch dims of {sa:?} and {sb:?} do not broadcast"))
+            Error::msg(format!(
+                "MatMul: batch dims of {sa:?} and {sb:?} do not broadcast"
+            ))
         })?;
         let mut batches = Vec::with_capacity(bc.numel());
         let [sa_in, sb_in] = bc.inner_strides();
@@ -53,14 +63,23 @@ impl Plan {
         if sb.len() > 1 {
             out_shape.push(n);
         }
-        Ok(Plan { m, n, k, batches, out_shape })
+        Ok(Plan {
+            m,
+            n,
+            k,
+            batches,
+            out_shape,
+        })
     }
 
     /// True when `a`'s batches are contiguous and `b` is the same matrix for all of them, so
     /// the batch folds into `m`: one `[batches * m, k] x [k, n]` gemm.
     fn folds(&self) -> bool {
         let b0 = self.batches.first().map_or(0, |b| b.1);
-        self.batches.iter().enumerate().all(|(i, &(ia, ib))| ia == i && ib == b0)
+        self.batches
+            .iter()
+            .enumerate()
+            .all(|(i, &(ia, ib))| ia == i && ib == b0)
     }
 }
 
@@ -103,7 +122,11 @@ fn gemm_raw<T: Copy + 'static>(
 ) {
     // Elements spanned by a `rows x cols` matrix with row stride `rs`.
     let span = |rows: usize, rs: usize, cols: usize| {
-        if rows == 0 || cols == 0 { 0 } else { (rows - 1) * rs + cols }
+        if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * rs + cols
+        }
     };
     let dst = &mut dst[..span(m, dst_rs, n)];
     let lhs = &lhs[..span(m, lhs_rs, k)];
@@ -158,14 +181,33 @@ fn gemm_one<T: Copy + Send + Sync + 'static>(
         let w = n.div_ceil(threads).next_multiple_of(16);
         dst[..n].par_chunks_mut(w).enumerate().for_each(|(i, d)| {
             let rhs = &rhs[i * w..];
-            gemm_raw((1, d.len(), k), (d, n), (lhs, k), (rhs, n), zero, one, Parallelism::None);
+            gemm_raw(
+                (1, d.len(), k),
+                (d, n),
+                (lhs, k),
+                (rhs, n),
+                zero,
+                one,
+                Parallelism::None,
+            );
         });
     } else if split && n == 1 && m >= 64 {
         // Same for a matrix times a column: blocks of rows.
         let h = m.div_ceil(threads).next_multiple_of(16);
-        dst[..m].par_chunks_mut(h).zip(lhs[..m * k].par_chunks(h * k)).for_each(|(d, l)| {
-            gemm_raw((d.len(), 1, k), (d, 1), (l, k), (rhs, 1), zero, one, Parallelism::None);
-        });
+        dst[..m]
+            .par_chunks_mut(h)
+            .zip(lhs[..m * k].par_chunks(h * k))
+            .for_each(|(d, l)| {
+                gemm_raw(
+                    (d.len(), 1, k),
+                    (d, 1),
+                    (l, k),
+                    (rhs, 1),
+                    zero,
+                    one,
+                    Parallelism::None,
+                );
+            });
     } else {
         gemm_raw((m, n, k), (dst, n), (lhs, k), (rhs, n), zero, one, par);
     }
@@ -179,30 +221,52 @@ fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
     zero: T,
     one: T,
 ) -> Vec<T> {
-    let Plan { m, n, k, ref batches, .. } = *plan;
+    let Plan {
+        m,
+        n,
+        k,
+        ref batches,
+        ..
+    } = *plan;
     let mut out = vec![T::default(); batches.len() * m * n];
     if out.is_empty() || k == 0 {
         return out;
     }
     let threads = be.threads();
-    let par = if threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
+    let par = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
     let (mk, kn, mn) = (m * k, k * n, m * n);
     let nb = batches.len();
     if plan.folds() {
         let b0 = batches[0].1 * kn;
-        be.pool.install(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
+        be.pool
+            .install(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
     } else if threads > 1 && nb > 1 && (nb >= threads || m * n * k <= SMALL_GEMM) {
         // Enough (or small enough) batches: one single-threaded gemm per task.
         be.pool.install(|| {
-            out.par_chunks_mut(mn).zip(batches.par_iter()).for_each(|(dst, &(ia, ib))| {
-                let (lhs, rhs) = (&a[ia * mk..], &b[ib * kn..]);
-                gemm_one(be, (m, n, k), dst, lhs, rhs, zero, one, Parallelism::None);
-            });
+            out.par_chunks_mut(mn)
+                .zip(batches.par_iter())
+                .for_each(|(dst, &(ia, ib))| {
+                    let (lhs, rhs) = (&a[ia * mk..], &b[ib * kn..]);
+                    gemm_one(be, (m, n, k), dst, lhs, rhs, zero, one, Parallelism::None);
+                });
         });
     } else {
         be.pool.install(|| {
             for (dst, &(ia, ib)) in out.chunks_mut(mn).zip(batches) {
-                gemm_one(be, (m, n, k), dst, &a[ia * mk..], &b[ib * kn..], zero, one, par);
+                gemm_one(
+                    be,
+                    (m, n, k),
+                    dst,
+                    &a[ia * mk..],
+                    &b[ib * kn..],
+                    zero,
+                    one,
+                    par,
+                );
             }
         });
     }
@@ -210,14 +274,23 @@ fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
 }
 
 fn int_matmul<T: Int>(plan: &Plan, a: &[T], b: &[T]) -> Vec<T> {
-    let Plan { m, n, k, ref batches, .. } = *plan;
+    let Plan {
+        m,
+        n,
+        k,
+        ref batches,
+        ..
+    } = *plan;
     let mut out = vec![T::default(); batches.len() * m * n];
     if m * n == 0 {
         return out;
     }
     let mut acc = vec![0i64; n];
     for (dst, &(ia, ib)) in out.chunks_mut(m * n).zip(batches) {
-        let (x, y) = (&a[ia * m * k..(ia + 1) * m * k], &b[ib * k * n..(ib + 1) * k * n]);
+        let (x, y) = (
+            &a[ia * m * k..(ia + 1) * m * k],
+            &b[ib * k * n..(ib + 1) * k * n],
+        );
         for (i, drow) in dst.chunks_mut(n).enumerate() {
             acc.fill(0);
             for p in 0..k {
@@ -241,10 +314,14 @@ mod tests {
 
     /// Deterministic values in [-1, 1) from a linear congruential generator.
     fn data(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
@@ -252,8 +329,16 @@ mod tests {
 
     /// numpy matmul by definition: promote 1-D, broadcast batch dims, triple loop in f64.
     fn naive(sa: &[usize], a: &[f32], sb: &[usize], b: &[f32]) -> (Vec<usize>, Vec<f32>) {
-        let a2: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
-        let b2: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+        let a2: Vec<usize> = if sa.len() == 1 {
+            vec![1, sa[0]]
+        } else {
+            sa.to_vec()
+        };
+        let b2: Vec<usize> = if sb.len() == 1 {
+            vec![sb[0], 1]
+        } else {
+            sb.to_vec()
+        };
         let (m, k, n) = (a2[a2.len() - 2], a2[a2.len() - 1], b2[b2.len() - 1]);
         let (ba, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
         let r = ba.len().max(bb.len());
@@ -325,12 +410,18 @@ mod tests {
                 let b = data(sb.iter().product(), 2 * i as u64 + 1);
                 let (shape, want) = naive(sa, &a, sb, &b);
                 let y = be
-                    .matmul(&Tensor::f32(sa, a.clone()).unwrap(), &Tensor::f32(sb, b.clone()).unwrap())
+                    .matmul(
+                        &Tensor::f32(sa, a.clone()).unwrap(),
+                        &Tensor::f32(sb, b.clone()).unwrap(),
+                    )
                     .unwrap();
                 assert_eq!(y.shape(), &shape[..], "{sa:?} x {sb:?}");
                 let got = y.to_f32_vec();
                 for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() < 1e-4, "{sa:?} x {sb:?} threads {threads}: {g} vs {w}");
+                    assert!(
+                        (g - w).abs() < 1e-4,
+                        "{sa:?} x {sb:?} threads {threads}: {g} vs {w}"
+                    );
                 }
             }
         }
@@ -341,7 +432,10 @@ mod tests {
         let be = CpuBackend::new(1).unwrap();
         let a = Tensor::f32(&[2, 2], vec![1., 2., 3., 4.]).unwrap();
         let b = Tensor::f32(&[2, 2], vec![5., 6., 7., 8.]).unwrap();
-        assert_eq!(be.matmul(&a, &b).unwrap().to_f32_vec(), vec![19., 22., 43., 50.]);
+        assert_eq!(
+            be.matmul(&a, &b).unwrap().to_f32_vec(),
+            vec![19., 22., 43., 50.]
+        );
         let v = Tensor::f32(&[2], vec![1., 1.]).unwrap();
         let y = be.matmul(&v, &b).unwrap();
         assert_eq!(y.shape(), &[2]);
@@ -355,13 +449,30 @@ mod tests {
     fn half_types_match_naive() {
         for threads in [1, 2] {
             let be = CpuBackend::new(threads).unwrap();
-            for &(sa, sb) in &[(&[3usize, 5, 8][..], &[8usize, 4][..]), (&[2, 4, 16], &[2, 16, 3])] {
+            for &(sa, sb) in &[
+                (&[3usize, 5, 8][..], &[8usize, 4][..]),
+                (&[2, 4, 16], &[2, 16, 3]),
+            ] {
                 // Quantise inputs first so only the accumulation differs from the f64 oracle.
-                let a: Vec<f32> = data(sa.iter().product(), 7).iter().map(|&v| f16::from_f32(v).to_f32()).collect();
-                let b: Vec<f32> = data(sb.iter().product(), 8).iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                let a: Vec<f32> = data(sa.iter().product(), 7)
+                    .iter()
+                    .map(|&v| f16::from_f32(v).to_f32())
+                    .collect();
+                let b: Vec<f32> = data(sb.iter().product(), 8)
+                    .iter()
+                    .map(|&v| f16::from_f32(v).to_f32())
+                    .collect();
                 let (shape, want) = naive(sa, &a, sb, &b);
-                let ah = Tensor::new(sa.to_vec(), Data::F16(a.iter().map(|&v| f16::from_f32(v)).collect())).unwrap();
-                let bh = Tensor::new(sb.to_vec(), Data::F16(b.iter().map(|&v| f16::from_f32(v)).collect())).unwrap();
+                let ah = Tensor::new(
+                    sa.to_vec(),
+                    Data::F16(a.iter().map(|&v| f16::from_f32(v)).collect()),
+                )
+                .unwrap();
+                let bh = Tensor::new(
+                    sb.to_vec(),
+                    Data::F16(b.iter().map(|&v| f16::from_f32(v)).collect()),
+                )
+                .unwrap();
                 let y = be.matmul(&ah, &bh).unwrap();
                 assert_eq!(y.dtype(), crate::DType::F16);
                 assert_eq!(y.shape(), &shape[..]);
@@ -371,8 +482,16 @@ mod tests {
                 let a16: Vec<f32> = a.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
                 let b16: Vec<f32> = b.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
                 let (_, want) = naive(sa, &a16, sb, &b16);
-                let ab = Tensor::new(sa.to_vec(), Data::BF16(a16.iter().map(|&v| bf16::from_f32(v)).collect())).unwrap();
-                let bb = Tensor::new(sb.to_vec(), Data::BF16(b16.iter().map(|&v| bf16::from_f32(v)).collect())).unwrap();
+                let ab = Tensor::new(
+                    sa.to_vec(),
+                    Data::BF16(a16.iter().map(|&v| bf16::from_f32(v)).collect()),
+                )
+                .unwrap();
+                let bb = Tensor::new(
+                    sb.to_vec(),
+                    Data::BF16(b16.iter().map(|&v| bf16::from_f32(v)).collect()),
+                )
+                .unwrap();
                 let y = be.matmul(&ab, &bb).unwrap();
                 assert_eq!(y.dtype(), crate::DType::BF16);
                 for (g, w) in y.to_f32_vec().iter().zip(&want) {
@@ -402,11 +521,17 @@ mod tests {
         let a = Tensor::f32(&[1, 7, 576], vec![0.0; 7 * 576]).unwrap();
         let b = Tensor::f32(&[192, 64], vec![0.0; 192 * 64]).unwrap();
         let err = be.matmul(&a, &b).unwrap_err().to_string();
-        assert_eq!(err, "MatMul: inner dims 576 vs 192 (shapes [1, 7, 576] x [192, 64])");
+        assert_eq!(
+            err,
+            "MatMul: inner dims 576 vs 192 (shapes [1, 7, 576] x [192, 64])"
+        );
         let a = Tensor::f32(&[2, 3, 4], vec![0.0; 24]).unwrap();
         let b = Tensor::f32(&[3, 4, 5], vec![0.0; 60]).unwrap();
         let err = be.matmul(&a, &b).unwrap_err().to_string();
-        assert_eq!(err, "MatMul: batch dims of [2, 3, 4] and [3, 4, 5] do not broadcast");
+        assert_eq!(
+            err,
+            "MatMul: batch dims of [2, 3, 4] and [3, 4, 5] do not broadcast"
+        );
         let i = Tensor::i64(&[4], vec![0; 4]).unwrap();
         let f = Tensor::f32(&[4], vec![0.0; 4]).unwrap();
         let err = be.matmul(&f, &i).unwrap_err().to_string();

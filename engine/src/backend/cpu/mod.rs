@@ -71,7 +71,9 @@ impl CpuBackend {
     /// threads = 0 means all available cores (std::thread::available_parallelism).
     pub fn new(threads: usize) -> Result<CpuBackend> {
         let threads = if threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         } else {
             threads
         };
@@ -80,7 +82,9 @@ impl CpuBackend {
             .thread_name(|i| format!("engine-cpu-{i}"))
             .build()
             .map_err(|e| {
-                Error::msg(format!("cpu backend: cannot start a pool of {threads} threads: {e}"))
+                Error::msg(format!(
+                    "cpu backend: cannot start a pool of {threads} threads: {e}"
+                ))
             })?;
         Ok(CpuBackend { pool, threads })
     }
@@ -106,19 +110,25 @@ impl CpuBackend {
         let per = rows.div_ceil(self.threads * 4).max(PAR_GRAIN.div_ceil(row));
         let chunk = per * row;
         self.pool.install(|| {
-            out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i * chunk, c));
+            out.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i * chunk, c));
         });
     }
 }
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuBackend").field("threads", &self.threads).finish()
+        f.debug_struct("CpuBackend")
+            .field("threads", &self.threads)
+            .finish()
     }
 }
 
 /// An element type the tensor storage holds.
-pub(crate) trait Elem: Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait Elem:
+    Copy + Default + PartialEq + Send + Sync + std::fmt::Debug + 'static
+{
     const DTYPE: DType;
     fn wrap(v: Vec<Self>) -> Data;
     /// The elements of `d` when it holds this type.
@@ -223,7 +233,11 @@ impl_int!(u8, false);
 /// The elements of `t` as `T`; errors (naming `op`) when `t` holds another type.
 pub(crate) fn elems<'a, T: Elem>(op: &str, t: &'a Tensor) -> Result<&'a [T]> {
     T::slice(t.data()).ok_or_else(|| {
-        Error::msg(format!("{op}: expected {} elements, got {}", T::DTYPE, t.dtype()))
+        Error::msg(format!(
+            "{op}: expected {} elements, got {}",
+            T::DTYPE,
+            t.dtype()
+        ))
     })
 }
 
@@ -338,7 +352,10 @@ mod tests {
         assert_eq!(be.dtype(&d), DType::F32);
         let r = be.reshape(&d, vec![3, 2]).unwrap();
         assert_eq!(r.shape(), &[3, 2]);
-        assert!(std::ptr::eq(r.as_f32().unwrap().as_ptr(), t.as_f32().unwrap().as_ptr()));
+        assert!(std::ptr::eq(
+            r.as_f32().unwrap().as_ptr(),
+            t.as_f32().unwrap().as_ptr()
+        ));
         let back = be.download(&r).unwrap();
         assert_eq!(back.to_f32_vec(), t.to_f32_vec());
         let err = be.reshape(&d, vec![4]).unwrap_err().to_string();

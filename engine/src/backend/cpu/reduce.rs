@@ -61,7 +61,12 @@ impl Plan {
             }
         }
         let count = groups.iter().filter(|g| g.1).map(|g| g.0).product();
-        Plan { groups, out_strides, out_len: stride, count }
+        Plan {
+            groups,
+            out_strides,
+            out_len: stride,
+            count,
+        }
     }
 
     /// Calls `f(in_offset, out_offset, len, inner_reduced)` for each innermost run: `len`
@@ -117,7 +122,10 @@ pub(super) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], keepdims: bool) -
     let shape = x.shape();
     let sorted = axes.windows(2).all(|w| w[0] < w[1]);
     if !sorted || axes.last().is_some_and(|&a| a >= shape.len()) {
-        bail!("{name}: axes {axes:?} must be sorted, unique and below rank {}", shape.len());
+        bail!(
+            "{name}: axes {axes:?} must be sorted, unique and below rank {}",
+            shape.len()
+        );
     }
     if axes.is_empty() {
         return Ok(x.clone());
@@ -166,7 +174,10 @@ fn reduce_float<T: Float>(op: ReduceOp, plan: &Plan, x: &[T]) -> Vec<T> {
             let m = plan.fold(x, f64::NEG_INFINITY, |a, t, _| max_nan(a, v(t)));
             let s = plan.fold(x, 0.0, |a, t, o| a + (v(t) - m[o]).exp());
             // An infinite or NaN max is the answer itself (all -inf gives -inf, not NaN).
-            m.iter().zip(s).map(|(&m, s)| if m.is_finite() { m + s.ln() } else { m }).collect()
+            m.iter()
+                .zip(s)
+                .map(|(&m, s)| if m.is_finite() { m + s.ln() } else { m })
+                .collect()
         }
     };
     let count = plan.count as f64;
@@ -185,9 +196,9 @@ fn reduce_float<T: Float>(op: ReduceOp, plan: &Plan, x: &[T]) -> Vec<T> {
 fn reduce_int<T: Int>(op: ReduceOp, plan: &Plan, x: &[T]) -> Result<Vec<T>> {
     let acc = match op {
         ReduceOp::Sum | ReduceOp::Mean => plan.fold(x, 0i64, |a, t, _| a.wrapping_add(t.to_i64())),
-        ReduceOp::SumSquare => {
-            plan.fold(x, 0i64, |a, t, _| a.wrapping_add(t.to_i64().wrapping_mul(t.to_i64())))
-        }
+        ReduceOp::SumSquare => plan.fold(x, 0i64, |a, t, _| {
+            a.wrapping_add(t.to_i64().wrapping_mul(t.to_i64()))
+        }),
         ReduceOp::L1 => plan.fold(x, 0i64, |a, t, _| a.wrapping_add(t.to_i64().wrapping_abs())),
         ReduceOp::Prod => plan.fold(x, 1i64, |a, t, _| a.wrapping_mul(t.to_i64())),
         ReduceOp::Max => plan.fold(x, T::MIN, |a, t, _| a.max(t.to_i64())),
@@ -289,10 +300,16 @@ pub(super) fn rms_norm(
 ) -> Result<Tensor> {
     let shape = x.shape();
     if axis >= shape.len() {
-        bail!("RMSNormalization: axis {axis} out of range for rank {}", shape.len());
+        bail!(
+            "RMSNormalization: axis {axis} out of range for rank {}",
+            shape.len()
+        );
     }
     if !scale.dtype().is_float() {
-        bail!("RMSNormalization: scale must be a float tensor, got {}", scale.dtype());
+        bail!(
+            "RMSNormalization: scale must be a float tensor, got {}",
+            scale.dtype()
+        );
     }
     let norm_shape = &shape[axis..];
     let bc = Bcast::to([scale.shape()], norm_shape).ok_or_else(|| {
@@ -353,7 +370,10 @@ mod tests {
     fn close(got: &[f32], want: &[f32], tol: f32) {
         assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
         for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{got:?} vs {want:?}");
+            assert!(
+                (g - w).abs() <= tol * (1.0 + w.abs()),
+                "{got:?} vs {want:?}"
+            );
         }
     }
 
@@ -377,7 +397,11 @@ mod tests {
         assert_eq!(red(Min, &x, &[0], false).to_f32_vec(), vec![1., -2., -6.]);
         assert_eq!(red(Prod, &x, &[1], false).to_f32_vec(), vec![-6., -120.]);
         assert_eq!(red(SumSquare, &x, &[1], false).to_f32_vec(), vec![14., 77.]);
-        close(&red(L2, &x, &[1], false).to_f32_vec(), &[14f32.sqrt(), 77f32.sqrt()], 1e-7);
+        close(
+            &red(L2, &x, &[1], false).to_f32_vec(),
+            &[14f32.sqrt(), 77f32.sqrt()],
+            1e-7,
+        );
         assert_eq!(red(L1, &x, &[1], false).to_f32_vec(), vec![6., 15.]);
         let lse = |v: &[f32]| v.iter().map(|x| (*x as f64).exp()).sum::<f64>().ln() as f32;
         close(
@@ -386,9 +410,16 @@ mod tests {
             1e-6,
         );
         let inf = f32t(&[2], &[f32::NEG_INFINITY, f32::NEG_INFINITY]);
-        assert_eq!(red(LogSumExp, &inf, &[0], false).to_f32_vec(), vec![f32::NEG_INFINITY]);
+        assert_eq!(
+            red(LogSumExp, &inf, &[0], false).to_f32_vec(),
+            vec![f32::NEG_INFINITY]
+        );
         let big = f32t(&[2], &[1000.0, 1000.0]);
-        close(&red(LogSumExp, &big, &[0], false).to_f32_vec(), &[1000.0 + 2f32.ln()], 1e-7);
+        close(
+            &red(LogSumExp, &big, &[0], false).to_f32_vec(),
+            &[1000.0 + 2f32.ln()],
+            1e-7,
+        );
         let nan = f32t(&[3], &[1.0, f32::NAN, 2.0]);
         assert!(red(Max, &nan, &[0], false).to_f32_vec()[0].is_nan());
     }
@@ -415,7 +446,10 @@ mod tests {
         assert_eq!(y, x);
         // Reducing an empty dim: sums are 0.
         let e = f32t(&[2, 0], &[]);
-        assert_eq!(red(ReduceOp::Sum, &e, &[1], false).to_f32_vec(), vec![0., 0.]);
+        assert_eq!(
+            red(ReduceOp::Sum, &e, &[1], false).to_f32_vec(),
+            vec![0., 0.]
+        );
     }
 
     #[test]
@@ -437,17 +471,39 @@ mod tests {
         let err = be().reduce(Sum, &b, &[0], false).unwrap_err().to_string();
         assert_eq!(err, "ReduceSum: unsupported dtype bool");
         let h = Tensor::new(vec![3], Data::F16(vec![f16::from_f32(0.5); 3])).unwrap();
-        assert_eq!(red(Sum, &h, &[0], false).data(), &Data::F16(vec![f16::from_f32(1.5)]));
-        let h = Tensor::new(vec![2], Data::BF16(vec![bf16::from_f32(2.0), bf16::from_f32(8.0)])).unwrap();
-        assert_eq!(red(Mean, &h, &[0], false).data(), &Data::BF16(vec![bf16::from_f32(5.0)]));
+        assert_eq!(
+            red(Sum, &h, &[0], false).data(),
+            &Data::F16(vec![f16::from_f32(1.5)])
+        );
+        let h = Tensor::new(
+            vec![2],
+            Data::BF16(vec![bf16::from_f32(2.0), bf16::from_f32(8.0)]),
+        )
+        .unwrap();
+        assert_eq!(
+            red(Mean, &h, &[0], false).data(),
+            &Data::BF16(vec![bf16::from_f32(5.0)])
+        );
     }
 
     #[test]
     fn reduce_rejects_bad_axes() {
-        let err = be().reduce(ReduceOp::Sum, &x23(), &[1, 0], false).unwrap_err().to_string();
-        assert_eq!(err, "ReduceSum: axes [1, 0] must be sorted, unique and below rank 2");
-        let err = be().reduce(ReduceOp::Sum, &x23(), &[2], false).unwrap_err().to_string();
-        assert_eq!(err, "ReduceSum: axes [2] must be sorted, unique and below rank 2");
+        let err = be()
+            .reduce(ReduceOp::Sum, &x23(), &[1, 0], false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "ReduceSum: axes [1, 0] must be sorted, unique and below rank 2"
+        );
+        let err = be()
+            .reduce(ReduceOp::Sum, &x23(), &[2], false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "ReduceSum: axes [2] must be sorted, unique and below rank 2"
+        );
     }
 
     #[test]
@@ -457,7 +513,11 @@ mod tests {
         let e = [1f32.exp(), 2f32.exp(), 3f32.exp()];
         let s: f32 = e.iter().sum();
         let third = 1.0 / 3.0;
-        close(&y, &[e[0] / s, e[1] / s, e[2] / s, third, third, third], 1e-6);
+        close(
+            &y,
+            &[e[0] / s, e[1] / s, e[2] / s, third, third, third],
+            1e-6,
+        );
         let y = be().softmax(&x, 1, true).unwrap().to_f32_vec();
         let ls = s.ln();
         let l3 = -(3f32.ln());
@@ -479,7 +539,9 @@ mod tests {
 
     #[test]
     fn softmax_parallel_matches_serial() {
-        let x: Vec<f32> = (0..64 * 1024).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
+        let x: Vec<f32> = (0..64 * 1024)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0)
+            .collect();
         let t = f32t(&[64, 1024], &x);
         let one = be().softmax(&t, 1, false).unwrap();
         let two = CpuBackend::new(2).unwrap().softmax(&t, 1, false).unwrap();
@@ -502,11 +564,25 @@ mod tests {
         let y = be().rms_norm(&x, &s, 1, 3.0).unwrap().to_f32_vec();
         close(&y, &[0.5, 1., 0.5, 1.], 1e-6);
         // f16 input, bf16 scale.
-        let h = Tensor::new(vec![1, 2], Data::F16(vec![f16::from_f32(2.0), f16::from_f32(2.0)])).unwrap();
-        let bs = Tensor::new(vec![2], Data::BF16(vec![bf16::from_f32(1.0), bf16::from_f32(3.0)])).unwrap();
+        let h = Tensor::new(
+            vec![1, 2],
+            Data::F16(vec![f16::from_f32(2.0), f16::from_f32(2.0)]),
+        )
+        .unwrap();
+        let bs = Tensor::new(
+            vec![2],
+            Data::BF16(vec![bf16::from_f32(1.0), bf16::from_f32(3.0)]),
+        )
+        .unwrap();
         let y = be().rms_norm(&h, &bs, 1, 0.0).unwrap();
-        assert_eq!(y.data(), &Data::F16(vec![f16::from_f32(1.0), f16::from_f32(3.0)]));
-        let err = be().rms_norm(&x, &f32t(&[3], &[1.; 3]), 1, 0.0).unwrap_err().to_string();
+        assert_eq!(
+            y.data(),
+            &Data::F16(vec![f16::from_f32(1.0), f16::from_f32(3.0)])
+        );
+        let err = be()
+            .rms_norm(&x, &f32t(&[3], &[1.; 3]), 1, 0.0)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "RMSNormalization: scale shape [3] does not broadcast to normalised dims [2, 2]"
@@ -517,11 +593,19 @@ mod tests {
 
     #[test]
     fn rms_norm_parallel_matches_serial() {
-        let x: Vec<f32> = (0..64 * 1024).map(|i| ((i * 31) % 200) as f32 / 50.0 - 2.0).collect();
+        let x: Vec<f32> = (0..64 * 1024)
+            .map(|i| ((i * 31) % 200) as f32 / 50.0 - 2.0)
+            .collect();
         let t = f32t(&[64, 1024], &x);
-        let s = f32t(&[1024], &(0..1024).map(|i| i as f32 / 1024.0).collect::<Vec<_>>());
+        let s = f32t(
+            &[1024],
+            &(0..1024).map(|i| i as f32 / 1024.0).collect::<Vec<_>>(),
+        );
         let one = be().rms_norm(&t, &s, 1, 1e-6).unwrap();
-        let two = CpuBackend::new(2).unwrap().rms_norm(&t, &s, 1, 1e-6).unwrap();
+        let two = CpuBackend::new(2)
+            .unwrap()
+            .rms_norm(&t, &s, 1, 1e-6)
+            .unwrap();
         assert_eq!(one, two);
     }
 }
