@@ -7,9 +7,12 @@
 //! → the `engine` binary. [`tiny`] builds the deterministic test model.
 
 pub mod backend;
+pub mod convert;
 pub mod dtype;
 pub mod error;
 pub mod exec;
+pub mod gguf;
+pub mod llama;
 pub mod onnx;
 pub mod ops;
 pub mod package;

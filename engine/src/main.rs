@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
-use engine::{CpuBackend, tiny};
+use engine::{CpuBackend, DType, convert, tiny};
 
 #[derive(Parser)]
 #[command(name = "engine", version, about = "Native ONNX decoder inference")]
@@ -29,6 +29,26 @@ enum Command {
         /// Output directory (created if needed).
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Convert a llama GGUF (SmolLM2-135M-Instruct) into a model package.
+    Convert {
+        /// The GGUF file.
+        #[arg(long)]
+        gguf: PathBuf,
+        /// Output package directory (replaced when complete).
+        #[arg(long)]
+        out: PathBuf,
+        /// Float type of weights and activations: f32 or f16.
+        #[arg(long, default_value = "f32")]
+        dtype: String,
+    },
+    /// Provision a real model into the cache (download, verify sha256, convert); a no-op when done.
+    Fetch {
+        /// Which model: smollm2 (SmolLM2-135M-Instruct).
+        model: String,
+        /// Cache directory (default: $ENGINE_CACHE_DIR, else ~/.cache/decoder-gate).
+        #[arg(long)]
+        cache: Option<PathBuf>,
     },
     /// Greedy-decode a prompt and print the text, the ids and the speed.
     Generate {
@@ -72,6 +92,27 @@ fn run(cli: Cli) -> Result<()> {
             tiny::write_package(&out, seed, &tiny::TinyConfig::default())
                 .with_context(|| format!("cannot write the tiny model to {}", out.display()))?;
             println!("wrote tiny model (seed {seed}) to {}", out.display());
+        }
+        Command::Convert { gguf, out, dtype } => {
+            let dtype = match DType::parse_float(&dtype) {
+                Some(d @ (DType::F32 | DType::F16)) => d,
+                _ => anyhow::bail!("--dtype must be f32 or f16, got {dtype:?}"),
+            };
+            convert::convert(&gguf, &out, dtype)
+                .with_context(|| format!("cannot convert {}", gguf.display()))?;
+            println!("wrote {dtype} package to {}", out.display());
+        }
+        Command::Fetch { model, cache } => {
+            if model != "smollm2" {
+                anyhow::bail!("unknown model {model:?}: the one fetchable model is smollm2");
+            }
+            let cache = cache.unwrap_or_else(convert::cache_dir);
+            let f = convert::fetch_smollm2(&cache)?;
+            if !f.changed {
+                eprintln!("already provisioned");
+            }
+            println!("{}", f.f32_dir.display());
+            println!("{}", f.f16_dir.display());
         }
         Command::Generate { model, prompt, chat, max_tokens, threads, no_kv_cache, json } => {
             let package = Package::open(&model)?;

@@ -1,4 +1,24 @@
-//! `oracles`: the independent fp32 reference the gate compares the engine against.
+//! `oracles`: the independent, naive fp32 reference the gate compares the engine against.
 //!
-//! Skeleton: the reference ops and graph runner land with the oracle/goldens issue. By invariant 2
-//! this crate depends on `onnx-pb` only, never on `engine`.
+//! It loads an ONNX model package with its own loader ([`load`]), runs the graph node by node
+//! with its own runner ([`graph`]) and one plain function per ONNX op ([`ops`], named like the op
+//! in snake_case), and greedily decodes with the KV cache ([`decode`]) to produce the
+//! `oracle-decode/1` JSON of DESIGN.md. Everything is written to be obviously right rather than
+//! fast: plain loops, f64 accumulation in reductions, matmul, softmax and normalisations.
+//!
+//! By invariant 2 of DESIGN.md this crate shares no code with `engine`: it depends on `onnx-pb`
+//! (the generated protobuf types) and general crates only.
+
+pub mod decode;
+pub mod error;
+pub mod graph;
+pub mod load;
+pub mod ops;
+pub mod package;
+pub mod tensor;
+pub mod text;
+
+pub use decode::{Decode, KvCache, Oracle, Step};
+pub use error::{Error, Result};
+pub use ops::run_op;
+pub use tensor::{DType, Data, OTensor};

@@ -255,6 +255,7 @@ pub(super) fn binary(be: &CpuBackend, op: BinaryOp, a: &Tensor, b: &Tensor) -> R
             b.shape()
         ))
     })?;
+    super::out_numel(name, bc.out_shape())?;
     let data = match (a.data(), b.data()) {
         (Data::F32(x), Data::F32(y)) => binary_float(be, op, &bc, x, y)?,
         (Data::F16(x), Data::F16(y)) => binary_float(be, op, &bc, x, y)?,
@@ -446,6 +447,7 @@ pub(super) fn where_cond(be: &CpuBackend, cond: &Tensor, a: &Tensor, b: &Tensor)
             b.shape()
         ))
     })?;
+    super::out_numel("Where", bc.out_shape())?;
     let data = with_dtype!(a.dtype(), T => {
         let x = super::elems::<T>("Where", a)?;
         let y = super::elems::<T>("Where", b)?;
@@ -981,6 +983,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(err, "Mul: dtype mismatch f32 vs i64");
+        // An output too large to allocate is an error, not an abort.
+        let n = 1 << 21;
+        let c = Tensor::zeros(DType::Bool, &[n, 1, 1]);
+        let x = Tensor::zeros(DType::U8, &[n, 1]);
+        let y = Tensor::zeros(DType::U8, &[n]);
+        let err = be().where_cond(&c, &x, &y).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "Where: output shape [2097152, 2097152, 2097152] is too large"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! copied with `copy_from_slice`; nothing here does arithmetic on element values.
 
 use super::broadcast::{Bcast, expand_into};
-use super::{CpuBackend, Elem, elems, numel};
+use super::{CpuBackend, Elem, elems, numel, out_numel};
 use crate::backend::SliceDim;
 use crate::bail;
 use crate::error::{Error, Result};
@@ -28,6 +28,8 @@ pub(super) fn gather(data: &Tensor, indices: &Tensor, axis: usize) -> Result<Ten
             Ok(j as usize)
         })
         .collect::<Result<Vec<usize>>>()?;
+    let out_shape = [&shape[..axis], indices.shape(), &shape[axis + 1..]].concat();
+    out_numel("Gather", &out_shape)?;
     let outer = numel(&shape[..axis]);
     let inner = numel(&shape[axis + 1..]);
     let out = with_dtype!(data.dtype(), T => {
@@ -42,7 +44,6 @@ pub(super) fn gather(data: &Tensor, indices: &Tensor, axis: usize) -> Result<Ten
         }
         T::wrap(out)
     });
-    let out_shape = [&shape[..axis], indices.shape(), &shape[axis + 1..]].concat();
     Ok(Tensor::from_parts(out_shape, out))
 }
 
@@ -283,6 +284,7 @@ pub(super) fn expand(be: &CpuBackend, x: &Tensor, shape: &[usize]) -> Result<Ten
     if x.shape() == shape {
         return Ok(x.clone());
     }
+    out_numel("Expand", shape)?;
     let bc = Bcast::to([x.shape()], shape).ok_or_else(|| {
         Error::msg(format!(
             "Expand: cannot broadcast {:?} to {shape:?}",
@@ -572,6 +574,14 @@ mod tests {
         assert_eq!(err, "Expand: cannot broadcast [3, 1] to [3, 4, 2]");
         let err = be().expand(&x, &[3]).unwrap_err().to_string();
         assert_eq!(err, "Expand: cannot broadcast [3, 1] to [3]");
+        let err = be()
+            .expand(&x, &[1 << 40, 3, 1 << 30])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "Expand: output shape [1099511627776, 3, 1073741824] is too large"
+        );
         let big = CpuBackend::new(2)
             .unwrap()
             .expand(&x, &[20_000, 3, 2])

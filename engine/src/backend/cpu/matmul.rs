@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::broadcast::Bcast;
-use super::{CpuBackend, Int};
+use super::{CpuBackend, Int, out_numel};
 use crate::bail;
 use crate::error::{Error, Result};
 use crate::tensor::{Data, Tensor};
@@ -51,6 +51,9 @@ impl Plan {
                 "MatMul: batch dims of {sa:?} and {sb:?} do not broadcast"
             ))
         })?;
+        let mut full = bc.out_shape().to_vec();
+        full.extend([m, n]);
+        out_numel("MatMul", &full)?;
         let mut batches = Vec::with_capacity(bc.numel());
         let [sa_in, sb_in] = bc.inner_strides();
         bc.runs(0, bc.numel(), |_, [oa, ob], len| {

@@ -241,6 +241,16 @@ pub(crate) fn elems<'a, T: Elem>(op: &str, t: &'a Tensor) -> Result<&'a [T]> {
     })
 }
 
+/// Element count of an output shape computed from input shapes or values; an error instead of
+/// an overflow (or an absurd allocation) when it does not fit in memory.
+pub(crate) fn out_numel(op: &str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize / 8)
+        .ok_or_else(|| Error::msg(format!("{op}: output shape {shape:?} is too large")))
+}
+
 /// Product of `dims` (1 for none).
 pub(crate) fn numel(dims: &[usize]) -> usize {
     dims.iter().product()
@@ -374,5 +384,46 @@ mod tests {
             }
         });
         assert!(out.iter().enumerate().all(|(i, &v)| i == v));
+    }
+}
+
+#[cfg(test)]
+mod tmp_bench {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn tmp_bench() {
+        for threads in [1, 2] {
+            let be = CpuBackend::new(threads).unwrap();
+            let a = Tensor::f32(&[1, 1, 2048], vec![0.5; 2048]).unwrap();
+            let w = Tensor::f32(&[2048, 8192], vec![0.25; 2048 * 8192]).unwrap();
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.matmul(&a, &w).unwrap(); }
+            eprintln!("threads {threads} gemv 2048x8192: {:?}/iter", t.elapsed() / 20);
+            let x = Tensor::f32(&[1024, 1024], vec![0.5; 1 << 20]).unwrap();
+            let y = Tensor::f32(&[1024], vec![0.5; 1024]).unwrap();
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.binary(BinaryOp::Add, &x, &y).unwrap(); }
+            eprintln!("threads {threads} add 1M row bcast: {:?}/iter", t.elapsed() / 20);
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.unary(UnaryOp::Silu, &x).unwrap(); }
+            eprintln!("threads {threads} silu 1M: {:?}/iter", t.elapsed() / 20);
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.unary(UnaryOp::Erf, &x).unwrap(); }
+            eprintln!("threads {threads} erf 1M: {:?}/iter", t.elapsed() / 20);
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.transpose(&x, &[1, 0]).unwrap(); }
+            eprintln!("threads {threads} transpose 1Kx1K: {:?}/iter", t.elapsed() / 20);
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.softmax(&x, 1, false).unwrap(); }
+            eprintln!("threads {threads} softmax 1Kx1K: {:?}/iter", t.elapsed() / 20);
+            let t = std::time::Instant::now();
+            for _ in 0..20 { be.reduce(ReduceOp::Mean, &x, &[1], true).unwrap(); }
+            eprintln!("threads {threads} mean 1Kx1K: {:?}/iter", t.elapsed() / 20);
+            let m = Tensor::f32(&[512, 512], vec![0.5; 1 << 18]).unwrap();
+            let t = std::time::Instant::now();
+            for _ in 0..5 { be.matmul(&m, &m).unwrap(); }
+            eprintln!("threads {threads} gemm 512^3: {:?}/iter", t.elapsed() / 5);
+        }
     }
 }

@@ -243,6 +243,40 @@ fn softmax_t<T: Float>(be: &CpuBackend, x: &[T], n: usize, inner: usize, log: bo
     if block == 0 {
         return out;
     }
+    if inner == 1 {
+        // The common case (last axis): contiguous rows.
+        be.for_chunks(&mut out, n, |off, chunk| {
+            let mut buf = vec![0f32; n];
+            for (r, dst) in chunk.chunks_mut(n).enumerate() {
+                let start = off + r * n;
+                for (t, s) in buf.iter_mut().zip(&x[start..start + n]) {
+                    *t = s.to_f32();
+                }
+                let max = buf.iter().fold(f32::NEG_INFINITY, |m, &v| {
+                    if v > m || v.is_nan() { v } else { m }
+                });
+                let mut sum = 0f32;
+                for v in buf.iter_mut() {
+                    let d = *v - max;
+                    let e = d.exp();
+                    sum += e;
+                    *v = if log { d } else { e };
+                }
+                if log {
+                    let ls = sum.ln();
+                    for (o, &v) in dst.iter_mut().zip(&buf) {
+                        *o = T::from_f32(v - ls);
+                    }
+                } else {
+                    let r = 1.0 / sum;
+                    for (o, &v) in dst.iter_mut().zip(&buf) {
+                        *o = T::from_f32(v * r);
+                    }
+                }
+            }
+        });
+        return out;
+    }
     be.for_chunks(&mut out, block, |off, chunk| {
         let mut buf = vec![0f32; block];
         let mut maxes = vec![f32::NEG_INFINITY; inner];
