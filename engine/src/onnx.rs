@@ -58,6 +58,8 @@ pub struct Model {
     pub outputs: Vec<Port>,
     pub nodes: Vec<Node>,
     pub initializers: HashMap<String, Tensor>,
+    /// External data files the initializers reference (relative to the model), sorted, unique.
+    pub external_files: Vec<String>,
 }
 
 impl Model {
@@ -124,7 +126,9 @@ impl Model {
                 attributes: n.attribute.clone(),
             })
             .collect();
-        let model = Model { path: path.to_path_buf(), opset, inputs, outputs, nodes, initializers };
+        let mut external_files: Vec<String> = externals.open.into_keys().collect();
+        external_files.sort();
+        let model = Model { path: path.to_path_buf(), opset, inputs, outputs, nodes, initializers, external_files };
         model.check_wiring()?;
         Ok(model)
     }
@@ -168,6 +172,28 @@ impl Model {
 
     pub fn output(&self, name: &str) -> Option<&Port> {
         self.outputs.iter().find(|p| p.name == name)
+    }
+
+    /// The model hash recorded in goldens and reports: sha256 over the `.onnx` file followed by
+    /// every external data file it references, in sorted file-name order.
+    pub fn sha256(&self) -> Result<String> {
+        use sha2::{Digest, Sha256};
+        use std::io::Read;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let files = std::iter::once(self.path.clone()).chain(self.external_files.iter().map(|f| dir.join(f)));
+        for path in files {
+            let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+            loop {
+                let n = f.read(&mut buf).map_err(|e| Error::io(&path, e))?;
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+            }
+        }
+        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 }
 

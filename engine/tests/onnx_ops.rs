@@ -59,6 +59,30 @@ fn reference_erf_matches_tables() {
     assert_eq!(erf_f64(-1.0), -erf_f64(1.0));
 }
 
+#[test]
+fn assert_close_accepts_within_tolerance() {
+    assert_close(&[1.0, 100.0, f32::NAN, f32::INFINITY], &[1.0 + 1e-7, 100.00005, f32::NAN, f32::INFINITY], F32_TOL);
+    assert_close(&[-0.0], &[0.0], EXACT);
+}
+
+#[test]
+#[should_panic(expected = "index 1: got 2.5, want 2")]
+fn assert_close_reports_index_and_values() {
+    assert_close(&[1.0, 2.5], &[1.0, 2.0], 0.1);
+}
+
+#[test]
+#[should_panic(expected = "index 0")]
+fn assert_close_rejects_nan_for_a_number() {
+    assert_close(&[f32::NAN], &[1.0], 1.0);
+}
+
+#[test]
+#[should_panic(expected = "got 1 values, want 2")]
+fn assert_close_rejects_length_mismatch() {
+    assert_close(&[1.0], &[1.0, 2.0], 1.0);
+}
+
 // =============================================================================================
 // Elementwise unary
 
@@ -1046,6 +1070,9 @@ fn slice_negative_starts_and_clamped_ends() {
         init(i64t(&[1], &[i64::MAX])),
     ]);
     expect_i64(&got, &[4], &[5, 6, 7, 8]);
+    // i32 starts/ends are allowed too.
+    let got = slice(vec![feed(x34()), init(i32t(&[1], &[1])), init(i32t(&[1], &[-1])), init(i32t(&[1], &[1]))]);
+    expect_f32(&got, &[3, 2], &[1.0, 2.0, 5.0, 6.0, 9.0, 10.0], EXACT);
     // Empty result: start 3 > end 1.
     let got = slice(vec![feed(x34()), feed(i64t(&[1], &[3])), feed(i64t(&[1], &[1])), feed(i64t(&[1], &[1]))]);
     expect_f32(&got, &[3, 0], &[], EXACT);
@@ -1581,6 +1608,33 @@ fn reduced_precision_add_matmul_softmax_rms_norm() {
             expect_float(&out[0], dtype, &[2, 4], &RMS_WANT, tol);
         }
     }
+}
+
+#[test]
+fn reduced_precision_arithmetic_rounds_to_nearest_even() {
+    // h is half an ulp at 1 (2^-11 for f16, 2^-8 for bf16). Sums computed exactly, then rounded:
+    // 1 + 3h ties between 1 + 2h (odd) and 1 + 4h (even) -> 1 + 4h; 1 + h ties -> 1;
+    // 1 + 5h ties between 1 + 4h (even) and 1 + 6h -> 1 + 4h; 1 + 3.5h is nearest 1 + 4h.
+    // Truncation would give 1 + 2h, 1, 1 + 4h, 1 + 2h.
+    for (dtype, h) in [(DType::F16, 2f32.powi(-11)), (DType::BF16, 2f32.powi(-8))] {
+        eprintln!("case {dtype}");
+        let ones = float_t(dtype, &[4], &[1.0; 4]);
+        let small = float_t(dtype, &[4], &[3.0 * h, h, 5.0 * h, 3.5 * h]);
+        let got = run1("Add", vec![feed(ones), feed(small)], vec![]);
+        expect_float(&got, dtype, &[4], &[1.0 + 4.0 * h, 1.0, 1.0 + 4.0 * h, 1.0 + 4.0 * h], EXACT);
+    }
+}
+
+#[test]
+fn reduced_precision_clip_and_where_keep_the_type() {
+    let got = run1("Clip", vec![feed(f16t(&[3], &[-2.0, 0.5, 2.0])), feed(f16t(&[], &[-1.0])), feed(f16t(&[], &[1.0]))], vec![]);
+    expect_float(&got, DType::F16, &[3], &[-1.0, 0.5, 1.0], EXACT);
+    let got = run1(
+        "Where",
+        vec![feed(boolt(&[2], &[true, false])), feed(bf16t(&[2], &[1.5, 2.5])), feed(bf16t(&[], &[-4.0]))],
+        vec![],
+    );
+    expect_float(&got, DType::BF16, &[2], &[1.5, -4.0], EXACT);
 }
 
 #[test]

@@ -158,8 +158,8 @@ pub fn resolve_io(
     let all = |ports: &[Port]| ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
 
     // A single port: explicit (sidecar, then genai) must exist; the default may be absent.
-    let port = |key: &str, ports: &[Port], side: &Option<String>, gen: &Option<String>, default: &str, required: bool| {
-        let (name, from) = match (side, gen) {
+    let port = |key: &str, ports: &[Port], side: &Option<String>, genai_name: &Option<String>, default: &str, required: bool| {
+        let (name, from) = match (side, genai_name) {
             (Some(n), _) => (n.clone(), Some(sidecar_name)),
             (None, Some(n)) => (n.clone(), Some("genai_config.json")),
             _ => (default.to_string(), None),
@@ -182,8 +182,8 @@ pub fn resolve_io(
     let logits = port("logits", outputs, &s.logits, &d.outputs.logits, "logits", true)?;
 
     // Layer patterns, normalised to `{}` for the layer index.
-    let pattern = |key: &str, ports: &[Port], side: &Option<String>, gen: &Option<String>, default: &str| {
-        let p = match (side, gen) {
+    let pattern = |key: &str, ports: &[Port], side: &Option<String>, genai_name: &Option<String>, default: &str| {
+        let p = match (side, genai_name) {
             (Some(p), _) => p.replace("{layer}", "{}"),
             (None, Some(p)) => p.replace("%d", "{}"),
             _ => default.to_string(),

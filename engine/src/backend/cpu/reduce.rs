@@ -252,9 +252,12 @@ fn softmax_t<T: Float>(be: &CpuBackend, x: &[T], n: usize, inner: usize, log: bo
                 for (t, s) in buf.iter_mut().zip(&x[start..start + n]) {
                     *t = s.to_f32();
                 }
-                let max = buf.iter().fold(f32::NEG_INFINITY, |m, &v| {
-                    if v > m || v.is_nan() { v } else { m }
-                });
+                let mut max = f32::NEG_INFINITY;
+                for &v in &buf {
+                    if v > max || v.is_nan() {
+                        max = v;
+                    }
+                }
                 let mut sum = 0f32;
                 for v in buf.iter_mut() {
                     let d = *v - max;
