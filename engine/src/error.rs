@@ -19,11 +19,22 @@ pub enum Error {
         source: prost::DecodeError,
     },
     #[error("{}: initializer {tensor}: {message}", path.display())]
-    Initializer { path: PathBuf, tensor: String, message: String },
+    Initializer {
+        path: PathBuf,
+        tensor: String,
+        message: String,
+    },
     #[error("node {node} ({op}): {message}")]
-    Node { node: String, op: String, message: String },
+    Node {
+        node: String,
+        op: String,
+        message: String,
+    },
     #[error("{}: unsupported operators (domain, op_type): {}", path.display(), list_ops(ops))]
-    Unsupported { path: PathBuf, ops: Vec<(String, String)> },
+    Unsupported {
+        path: PathBuf,
+        ops: Vec<(String, String)>,
+    },
     #[error("{}: {message}", path.display())]
     Package { path: PathBuf, message: String },
     #[error("{0}")]
@@ -43,11 +54,17 @@ impl Error {
     }
 
     pub fn package(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
-        Error::Package { path: path.into(), message: message.into() }
+        Error::Package {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

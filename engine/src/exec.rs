@@ -60,13 +60,20 @@ impl<B: Backend> Executor<B> {
                     parsed.push(None);
                 }
                 Err(ParseError::Invalid(message)) => {
-                    return Err(Error::Node { node: n.name.clone(), op: n.op_type.clone(), message });
+                    return Err(Error::Node {
+                        node: n.name.clone(),
+                        op: n.op_type.clone(),
+                        message,
+                    });
                 }
             }
         }
         if !unsupported.is_empty() {
             unsupported.sort();
-            return Err(Error::Unsupported { path: model.path.clone(), ops: unsupported });
+            return Err(Error::Unsupported {
+                path: model.path.clone(),
+                ops: unsupported,
+            });
         }
 
         // Slots: one per distinct value name.
@@ -76,7 +83,13 @@ impl<B: Backend> Executor<B> {
             .iter()
             .map(|p| p.name.as_str())
             .chain(model.initializers.keys().map(String::as_str))
-            .chain(model.nodes.iter().flat_map(|n| n.inputs.iter().chain(&n.outputs)).map(String::as_str))
+            .chain(
+                model
+                    .nodes
+                    .iter()
+                    .flat_map(|n| n.inputs.iter().chain(&n.outputs))
+                    .map(String::as_str),
+            )
             .filter(|v| !v.is_empty());
         for name in names {
             let n = slot_of.len();
@@ -101,7 +114,11 @@ impl<B: Backend> Executor<B> {
                 if done[i] {
                     continue;
                 }
-                if n.inputs.iter().filter(|v| !v.is_empty()).all(|v| available[slot_of[v.as_str()]]) {
+                if n.inputs
+                    .iter()
+                    .filter(|v| !v.is_empty())
+                    .all(|v| available[slot_of[v.as_str()]])
+                {
                     for o in n.outputs.iter().filter(|v| !v.is_empty()) {
                         available[slot_of[o.as_str()]] = true;
                     }
@@ -115,7 +132,9 @@ impl<B: Backend> Executor<B> {
             }
             if !progressed {
                 let stuck = done.iter().position(|d| !d).map(|i| &model.nodes[i]);
-                let (node, op) = stuck.map(|n| (n.name.clone(), n.op_type.clone())).unwrap_or_default();
+                let (node, op) = stuck
+                    .map(|n| (n.name.clone(), n.op_type.clone()))
+                    .unwrap_or_default();
                 return Err(Error::Node {
                     node,
                     op,
@@ -129,7 +148,9 @@ impl<B: Backend> Executor<B> {
             .map(|&i| {
                 let n = &model.nodes[i];
                 let ids = |vs: &[String]| -> Vec<Option<usize>> {
-                    vs.iter().map(|v| (!v.is_empty()).then(|| slot_of[v.as_str()])).collect()
+                    vs.iter()
+                        .map(|v| (!v.is_empty()).then(|| slot_of[v.as_str()]))
+                        .collect()
                 };
                 Step {
                     name: n.name.clone(),
@@ -154,8 +175,11 @@ impl<B: Backend> Executor<B> {
                 kept.push(step);
                 continue;
             }
-            let ins: Vec<Option<&B::Tensor>> =
-                step.inputs.iter().map(|s| s.and_then(|s| constant[s].as_ref())).collect();
+            let ins: Vec<Option<&B::Tensor>> = step
+                .inputs
+                .iter()
+                .map(|s| s.and_then(|s| constant[s].as_ref()))
+                .collect();
             let outs = run_step(&backend, &step, &ins)?;
             for (slot, value) in step.outputs.iter().zip(outs) {
                 if let (Some(slot), Some(value)) = (slot, value) {
@@ -165,10 +189,16 @@ impl<B: Backend> Executor<B> {
         }
         let mut steps = kept;
 
-        let inputs: Vec<(String, usize)> =
-            model.inputs.iter().map(|p| (p.name.clone(), slot_of[p.name.as_str()])).collect();
-        let outputs: Vec<(String, usize)> =
-            model.outputs.iter().map(|p| (p.name.clone(), slot_of[p.name.as_str()])).collect();
+        let inputs: Vec<(String, usize)> = model
+            .inputs
+            .iter()
+            .map(|p| (p.name.clone(), slot_of[p.name.as_str()]))
+            .collect();
+        let outputs: Vec<(String, usize)> = model
+            .outputs
+            .iter()
+            .map(|p| (p.name.clone(), slot_of[p.name.as_str()]))
+            .collect();
 
         // Constants still read at run time (by a kept step or as a graph output).
         let mut needed = vec![false; n_slots];
@@ -208,7 +238,14 @@ impl<B: Backend> Executor<B> {
             }
         }
 
-        Ok(Executor { backend, steps, n_slots, constants, inputs, outputs })
+        Ok(Executor {
+            backend,
+            steps,
+            n_slots,
+            constants,
+            inputs,
+            outputs,
+        })
     }
 
     pub fn backend(&self) -> &B {
@@ -250,8 +287,11 @@ impl<B: Backend> Executor<B> {
         }
         for step in &self.steps {
             let outs = {
-                let ins: Vec<Option<&B::Tensor>> =
-                    step.inputs.iter().map(|s| s.and_then(|s| values[s].as_ref())).collect();
+                let ins: Vec<Option<&B::Tensor>> = step
+                    .inputs
+                    .iter()
+                    .map(|s| s.and_then(|s| values[s].as_ref()))
+                    .collect();
                 run_step(&self.backend, step, &ins)?
             };
             for (slot, value) in step.outputs.iter().zip(outs) {
@@ -286,11 +326,16 @@ fn run_step<B: Backend>(
         op: step.op_type.clone(),
         message,
     };
-    let mut outs = step.op.eval(backend, ins, step.outputs.len()).map_err(|e| wrap(e.to_string()))?;
+    let mut outs = step
+        .op
+        .eval(backend, ins, step.outputs.len())
+        .map_err(|e| wrap(e.to_string()))?;
     outs.resize(step.outputs.len().max(outs.len()), None);
     for (i, (slot, value)) in step.outputs.iter().zip(&outs).enumerate() {
         if slot.is_some() && value.is_none() {
-            return Err(wrap(format!("output {i} is used by the graph but this engine does not compute it")));
+            return Err(wrap(format!(
+                "output {i} is used by the graph but this engine does not compute it"
+            )));
         }
     }
     Ok(outs)

@@ -138,7 +138,9 @@ impl Reader<'_> {
             return Err(self.err(format!("implausible length {n} (corrupt header?)")));
         }
         let mut b = vec![0u8; n];
-        self.file.read_exact(&mut b).map_err(|e| self.err(format!("truncated header: {e}")))?;
+        self.file
+            .read_exact(&mut b)
+            .map_err(|e| self.err(format!("truncated header: {e}")))?;
         Ok(b)
     }
 
@@ -210,14 +212,19 @@ impl Gguf {
     pub fn open(path: &Path) -> Result<Gguf> {
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        let mut r = Reader { file: &mut file, path };
+        let mut r = Reader {
+            file: &mut file,
+            path,
+        };
         let magic = r.bytes(4)?;
         if magic != b"GGUF" {
             return Err(r.err("not a GGUF file (bad magic)".into()));
         }
         let version = r.u32()?;
         if !(2..=3).contains(&version) {
-            return Err(r.err(format!("unsupported GGUF version {version} (2 and 3 are supported)")));
+            return Err(r.err(format!(
+                "unsupported GGUF version {version} (2 and 3 are supported)"
+            )));
         }
         let n_tensors = r.u64()?;
         let n_kv = r.u64()?;
@@ -244,21 +251,42 @@ impl Gguf {
             }
             let code = r.u32()?;
             let ggml_type = GgmlType::from_code(code).ok_or_else(|| {
-                r.err(format!("tensor {name}: ggml type {code} is not supported (F32, F16, Q4_1, Q8_0 are)"))
+                r.err(format!(
+                    "tensor {name}: ggml type {code} is not supported (F32, F16, Q4_1, Q8_0 are)"
+                ))
             })?;
             let offset = r.u64()?;
-            tensors.push(TensorInfo { name, dims, ggml_type, offset });
+            tensors.push(TensorInfo {
+                name,
+                dims,
+                ggml_type,
+                offset,
+            });
         }
         let header_end = file.stream_position().map_err(|e| Error::io(path, e))?;
-        let align = metadata.get("general.alignment").and_then(Value::as_u64).unwrap_or(32).max(1);
+        let align = metadata
+            .get("general.alignment")
+            .and_then(Value::as_u64)
+            .unwrap_or(32)
+            .max(1);
         let data_start = header_end.div_ceil(align) * align;
-        let g = Gguf { path: path.to_path_buf(), version, metadata, tensors, data_start, file_len };
+        let g = Gguf {
+            path: path.to_path_buf(),
+            version,
+            metadata,
+            tensors,
+            data_start,
+            file_len,
+        };
         for t in &g.tensors {
             let end = g.data_start + t.offset + t.n_bytes() as u64;
             if end > file_len {
                 return Err(Error::package(
                     path,
-                    format!("tensor {} ends at byte {end} but the file has {file_len} (truncated?)", t.name),
+                    format!(
+                        "tensor {} ends at byte {end} but the file has {file_len} (truncated?)",
+                        t.name
+                    ),
                 ));
             }
         }
@@ -276,32 +304,33 @@ impl Gguf {
     }
 
     pub fn get_u64(&self, key: &str) -> Result<u64> {
-        self.get(key)?
-            .as_u64()
-            .ok_or_else(|| Error::package(&self.path, format!("metadata key {key} is not an integer")))
+        self.get(key)?.as_u64().ok_or_else(|| {
+            Error::package(&self.path, format!("metadata key {key} is not an integer"))
+        })
     }
 
     pub fn get_f64(&self, key: &str) -> Result<f64> {
-        self.get(key)?
-            .as_f64()
-            .ok_or_else(|| Error::package(&self.path, format!("metadata key {key} is not a number")))
+        self.get(key)?.as_f64().ok_or_else(|| {
+            Error::package(&self.path, format!("metadata key {key} is not a number"))
+        })
     }
 
     pub fn get_str(&self, key: &str) -> Result<&str> {
-        self.get(key)?
-            .as_str()
-            .ok_or_else(|| Error::package(&self.path, format!("metadata key {key} is not a string")))
+        self.get(key)?.as_str().ok_or_else(|| {
+            Error::package(&self.path, format!("metadata key {key} is not a string"))
+        })
     }
 
     /// String array metadata (tokens, merges).
     pub fn get_strings(&self, key: &str) -> Result<Vec<&str>> {
-        let a = self
-            .get(key)?
-            .as_array()
-            .ok_or_else(|| Error::package(&self.path, format!("metadata key {key} is not an array")))?;
+        let a = self.get(key)?.as_array().ok_or_else(|| {
+            Error::package(&self.path, format!("metadata key {key} is not an array"))
+        })?;
         a.iter()
             .map(|v| {
-                v.as_str().ok_or_else(|| Error::package(&self.path, format!("metadata key {key}: not all strings")))
+                v.as_str().ok_or_else(|| {
+                    Error::package(&self.path, format!("metadata key {key}: not all strings"))
+                })
             })
             .collect()
     }
@@ -319,11 +348,16 @@ impl Gguf {
         let start = self.data_start + t.offset;
         let n = t.n_bytes();
         if start + n as u64 > self.file_len {
-            return Err(Error::package(&self.path, format!("tensor {name} runs past the end of the file")));
+            return Err(Error::package(
+                &self.path,
+                format!("tensor {name} runs past the end of the file"),
+            ));
         }
-        file.seek(SeekFrom::Start(start)).map_err(|e| Error::io(&self.path, e))?;
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| Error::io(&self.path, e))?;
         let mut raw = vec![0u8; n];
-        file.read_exact(&mut raw).map_err(|e| Error::io(&self.path, e))?;
+        file.read_exact(&mut raw)
+            .map_err(|e| Error::io(&self.path, e))?;
         let mut out = dequantize(t.ggml_type, &raw);
         out.truncate(t.numel());
         Ok(out)
@@ -334,7 +368,10 @@ impl Gguf {
 pub fn dequantize(ty: GgmlType, raw: &[u8]) -> Vec<f32> {
     let h = |b: &[u8]| f16::from_le_bytes([b[0], b[1]]).to_f32();
     match ty {
-        GgmlType::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        GgmlType::F32 => raw
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
         GgmlType::F16 => raw.chunks_exact(2).map(h).collect(),
         GgmlType::Q8_0 => {
             let mut out = Vec::with_capacity(raw.len() / 34 * 32);

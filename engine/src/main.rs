@@ -114,22 +114,45 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", f.f32_dir.display());
             println!("{}", f.f16_dir.display());
         }
-        Command::Generate { model, prompt, chat, max_tokens, threads, no_kv_cache, json } => {
+        Command::Generate {
+            model,
+            prompt,
+            chat,
+            max_tokens,
+            threads,
+            no_kv_cache,
+            json,
+        } => {
             let package = Package::open(&model)?;
             let codec = TextCodec::open(&model)?;
-            let text = if chat { codec.apply_chat_template(&prompt)? } else { prompt };
+            let text = if chat {
+                codec.apply_chat_template(&prompt)?
+            } else {
+                prompt
+            };
             let ids = codec.encode(&text)?;
             if ids.is_empty() {
                 anyhow::bail!("the prompt encodes to no tokens");
             }
-            let eos = package.eos_token_ids().or_else(|| codec.eos_token_id().map(|i| vec![i])).unwrap_or_default();
+            let eos = package
+                .eos_token_ids()
+                .or_else(|| codec.eos_token_id().map(|i| vec![i]))
+                .unwrap_or_default();
             let session = Session::new(&package, CpuBackend::new(threads)?)?;
-            let opts = GenerateOptions { max_new_tokens: max_tokens, eos_token_ids: eos, use_kv_cache: !no_kv_cache };
+            let opts = GenerateOptions {
+                max_new_tokens: max_tokens,
+                eos_token_ids: eos,
+                use_kv_cache: !no_kv_cache,
+            };
             let t0 = Instant::now();
             let g = session.generate(&ids, &opts, false)?;
             let total_s = t0.elapsed().as_secs_f64();
             let decode_ms: f64 = g.step_ms.iter().sum();
-            let tok_s = if decode_ms > 0.0 { g.step_ms.len() as f64 / (decode_ms / 1e3) } else { 0.0 };
+            let tok_s = if decode_ms > 0.0 {
+                g.step_ms.len() as f64 / (decode_ms / 1e3)
+            } else {
+                0.0
+            };
             let out_text = codec.decode(&g.generated_ids)?;
             if json {
                 let v = serde_json::json!({
@@ -149,7 +172,11 @@ fn run(cli: Cli) -> Result<()> {
                     "{} prompt tokens, {} new tokens{}; prefill {:.1} ms, decode {tok_s:.1} tok/s, total {:.3} s",
                     g.prompt_ids.len(),
                     g.generated_ids.len(),
-                    if g.stopped_on_eos { " (stopped on eos)" } else { "" },
+                    if g.stopped_on_eos {
+                        " (stopped on eos)"
+                    } else {
+                        ""
+                    },
                     g.prefill_ms,
                     total_s
                 );

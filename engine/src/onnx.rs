@@ -66,16 +66,18 @@ impl Model {
     /// Loads `path` (an `.onnx` file); external data files are resolved next to it.
     pub fn load(path: &Path) -> Result<Model> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let proto = pb::ModelProto::decode(bytes.as_slice())
-            .map_err(|source| Error::Decode { path: path.to_path_buf(), source })?;
+        let proto = pb::ModelProto::decode(bytes.as_slice()).map_err(|source| Error::Decode {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Model::from_proto(proto, path)
     }
 
     /// Builds a model from a decoded proto; `path` locates external data and names errors.
     pub fn from_proto(proto: pb::ModelProto, path: &Path) -> Result<Model> {
-        let graph = proto
-            .graph
-            .ok_or_else(|| Error::package(path, "model has no graph (truncated or not an ONNX model)"))?;
+        let graph = proto.graph.ok_or_else(|| {
+            Error::package(path, "model has no graph (truncated or not an ONNX model)")
+        })?;
         let opset = proto
             .opset_import
             .iter()
@@ -87,13 +89,20 @@ impl Model {
         let mut initializers = HashMap::new();
         for t in &graph.initializer {
             let name = t.name.clone().unwrap_or_default();
-            let tensor = tensor_from_proto(t, &mut externals).map_err(|message| {
-                Error::Initializer { path: path.to_path_buf(), tensor: name.clone(), message }
-            })?;
+            let tensor =
+                tensor_from_proto(t, &mut externals).map_err(|message| Error::Initializer {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    message,
+                })?;
             initializers.insert(name, tensor);
         }
         if let Some(s) = graph.sparse_initializer.first() {
-            let name = s.values.as_ref().and_then(|v| v.name.clone()).unwrap_or_default();
+            let name = s
+                .values
+                .as_ref()
+                .and_then(|v| v.name.clone())
+                .unwrap_or_default();
             return Err(Error::Initializer {
                 path: path.to_path_buf(),
                 tensor: name,
@@ -128,7 +137,15 @@ impl Model {
             .collect();
         let mut external_files: Vec<String> = externals.open.into_keys().collect();
         external_files.sort();
-        let model = Model { path: path.to_path_buf(), opset, inputs, outputs, nodes, initializers, external_files };
+        let model = Model {
+            path: path.to_path_buf(),
+            opset,
+            inputs,
+            outputs,
+            nodes,
+            initializers,
+            external_files,
+        };
         model.check_wiring()?;
         Ok(model)
     }
@@ -139,7 +156,12 @@ impl Model {
         let mut known: HashSet<&str> = self.inputs.iter().map(|p| p.name.as_str()).collect();
         known.extend(self.initializers.keys().map(String::as_str));
         for n in &self.nodes {
-            known.extend(n.outputs.iter().filter(|o| !o.is_empty()).map(String::as_str));
+            known.extend(
+                n.outputs
+                    .iter()
+                    .filter(|o| !o.is_empty())
+                    .map(String::as_str),
+            );
         }
         for n in &self.nodes {
             for inp in n.inputs.iter().filter(|i| !i.is_empty()) {
@@ -182,7 +204,8 @@ impl Model {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
-        let files = std::iter::once(self.path.clone()).chain(self.external_files.iter().map(|f| dir.join(f)));
+        let files = std::iter::once(self.path.clone())
+            .chain(self.external_files.iter().map(|f| dir.join(f)));
         for path in files {
             let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
             loop {
@@ -218,7 +241,12 @@ fn port_from_proto(v: &pb::ValueInfoProto) -> Port {
         }
         _ => (0, None),
     };
-    Port { name: v.name().to_string(), dtype: DType::from_onnx(onnx_type), onnx_type, shape }
+    Port {
+        name: v.name().to_string(),
+        dtype: DType::from_onnx(onnx_type),
+        onnx_type,
+        shape,
+    }
 }
 
 /// Opens external data files lazily, relative to the model directory.
@@ -229,10 +257,19 @@ struct ExternalFiles {
 
 impl ExternalFiles {
     fn new(dir: &Path) -> ExternalFiles {
-        ExternalFiles { dir: dir.to_path_buf(), open: HashMap::new() }
+        ExternalFiles {
+            dir: dir.to_path_buf(),
+            open: HashMap::new(),
+        }
     }
 
-    fn read(&mut self, location: &str, offset: u64, length: Option<u64>, need: u64) -> Result<Vec<u8>, String> {
+    fn read(
+        &mut self,
+        location: &str,
+        offset: u64,
+        length: Option<u64>,
+        need: u64,
+    ) -> Result<Vec<u8>, String> {
         let rel = Path::new(location);
         if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(format!(
@@ -242,12 +279,21 @@ impl ExternalFiles {
         if !self.open.contains_key(location) {
             let path = self.dir.join(rel);
             let file = File::open(&path).map_err(|e| {
-                format!("external data file {} cannot be opened: {e}", path.display())
+                format!(
+                    "external data file {} cannot be opened: {e}",
+                    path.display()
+                )
             })?;
-            let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+            let len = file
+                .metadata()
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .len();
             self.open.insert(location.to_string(), (file, len));
         }
-        let (file, file_len) = self.open.get_mut(location).ok_or("external file vanished")?;
+        let (file, file_len) = self
+            .open
+            .get_mut(location)
+            .ok_or("external file vanished")?;
         let length = length.unwrap_or(need);
         if length != need {
             return Err(format!(
@@ -260,9 +306,11 @@ impl ExternalFiles {
                 offset.saturating_add(length)
             ));
         }
-        file.seek(SeekFrom::Start(offset)).map_err(|e| format!("{location}: {e}"))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| format!("{location}: {e}"))?;
         let mut buf = vec![0u8; length as usize];
-        file.read_exact(&mut buf).map_err(|e| format!("{location}: {e}"))?;
+        file.read_exact(&mut buf)
+            .map_err(|e| format!("{location}: {e}"))?;
         Ok(buf)
     }
 }
@@ -294,7 +342,8 @@ fn tensor_from_proto(t: &pb::TensorProto, ext: &mut ExternalFiles) -> Result<Ten
         for kv in &t.external_data {
             let v = kv.value();
             let parse = |what: &str| {
-                v.parse::<u64>().map_err(|_| format!("external data {what} {v:?} is not a number"))
+                v.parse::<u64>()
+                    .map_err(|_| format!("external data {what} {v:?} is not a number"))
             };
             match kv.key() {
                 "location" => location = Some(v.to_string()),
@@ -322,10 +371,18 @@ fn tensor_from_proto(t: &pb::TensorProto, ext: &mut ExternalFiles) -> Result<Ten
             DType::I32 => Data::I32(t.int32_data.clone()),
             DType::U8 => Data::U8(t.int32_data.iter().map(|&x| x as u8).collect()),
             DType::Bool => Data::Bool(t.int32_data.iter().map(|&x| x != 0).collect()),
-            DType::F16 => Data::F16(t.int32_data.iter().map(|&x| f16::from_bits(x as u16)).collect()),
-            DType::BF16 => {
-                Data::BF16(t.int32_data.iter().map(|&x| bf16::from_bits(x as u16)).collect())
-            }
+            DType::F16 => Data::F16(
+                t.int32_data
+                    .iter()
+                    .map(|&x| f16::from_bits(x as u16))
+                    .collect(),
+            ),
+            DType::BF16 => Data::BF16(
+                t.int32_data
+                    .iter()
+                    .map(|&x| bf16::from_bits(x as u16))
+                    .collect(),
+            ),
         };
         if data.len() != numel {
             return Err(format!(

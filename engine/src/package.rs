@@ -17,8 +17,11 @@ use crate::error::{Error, Result};
 use crate::onnx::{Dim, Model, Port};
 
 /// Sidecar file names, in lookup order.
-pub const SIDECAR_NAMES: [&str; 3] =
-    ["inference_metadata.yaml", "inference_metadata.yml", "inference_metadata.json"];
+pub const SIDECAR_NAMES: [&str; 3] = [
+    "inference_metadata.yaml",
+    "inference_metadata.yml",
+    "inference_metadata.json",
+];
 
 /// `inference_metadata.{yaml,yml,json}`. Patterns use `{layer}` for the layer index.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,7 +155,10 @@ impl Package {
     /// Opens `dir`: reads the sidecar and genai config (if present), loads the model, resolves I/O.
     pub fn open(dir: &Path) -> Result<Package> {
         if !dir.is_dir() {
-            return Err(Error::package(dir, "model package directory does not exist"));
+            return Err(Error::package(
+                dir,
+                "model package directory does not exist",
+            ));
         }
         let sidecar = read_sidecar(dir)?;
         let genai = read_genai(dir)?;
@@ -162,10 +168,16 @@ impl Package {
             .unwrap_or_else(|| "model.onnx".into());
         let model_path = dir.join(&file);
         if !model_path.is_file() {
-            return Err(Error::package(&model_path, "model file not found in the package"));
+            return Err(Error::package(
+                &model_path,
+                "model file not found in the package",
+            ));
         }
         let model = Model::load(&model_path)?;
-        let sidecar_name = sidecar.as_ref().map(|(n, _)| n.as_str()).unwrap_or("inference_metadata.yaml");
+        let sidecar_name = sidecar
+            .as_ref()
+            .map(|(n, _)| n.as_str())
+            .unwrap_or("inference_metadata.yaml");
         let io = resolve_io(
             &model.inputs,
             &model.outputs,
@@ -174,7 +186,13 @@ impl Package {
             sidecar_name,
         )
         .map_err(|e| Error::package(&model_path, e))?;
-        Ok(Package { dir: dir.to_path_buf(), model, io, genai, sidecar: sidecar.map(|(_, s)| s) })
+        Ok(Package {
+            dir: dir.to_path_buf(),
+            model,
+            io,
+            genai,
+            sidecar: sidecar.map(|(_, s)| s),
+        })
     }
 
     /// End-of-sequence ids from the sidecar, else genai_config (tokenizer_config is consulted by
@@ -183,7 +201,10 @@ impl Package {
         if let Some(ids) = self.sidecar.as_ref().and_then(|s| s.eos_token_ids.clone()) {
             return Some(ids);
         }
-        self.genai.as_ref().and_then(|g| g.model.eos_token_id.as_ref()).map(OneOrMany::to_vec)
+        self.genai
+            .as_ref()
+            .and_then(|g| g.model.eos_token_id.as_ref())
+            .map(OneOrMany::to_vec)
     }
 
     pub fn tokenizer_path(&self) -> PathBuf {
@@ -203,7 +224,10 @@ pub fn read_sidecar(dir: &Path) -> Result<Option<(String, Sidecar)>> {
             serde_json::from_str(&text)
                 .map_err(|e| Error::package(&path, format!("malformed sidecar: {e}")))?
         } else if text.trim().is_empty() {
-            return Err(Error::package(&path, "malformed sidecar: the file is empty"));
+            return Err(Error::package(
+                &path,
+                "malformed sidecar: the file is empty",
+            ));
         } else {
             serde_saphyr::from_str(&text)
                 .map_err(|e| Error::package(&path, format!("malformed sidecar: {e}")))?
@@ -225,8 +249,13 @@ pub fn read_genai(dir: &Path) -> Result<Option<GenaiConfig>> {
 }
 
 /// Port-name templates tried when deriving the KV ports; `{}` is the layer index.
-const PAST_KEY: &[&str] =
-    &["past_key_values.{}.key", "past.{}.key", "past_key.{}", "past_key_{}", "past_key_values_{}_key"];
+const PAST_KEY: &[&str] = &[
+    "past_key_values.{}.key",
+    "past.{}.key",
+    "past_key.{}",
+    "past_key_{}",
+    "past_key_values_{}_key",
+];
 const PAST_VALUE: &[&str] = &[
     "past_key_values.{}.value",
     "past.{}.value",
@@ -234,8 +263,13 @@ const PAST_VALUE: &[&str] = &[
     "past_value_{}",
     "past_key_values_{}_value",
 ];
-const PRESENT_KEY: &[&str] =
-    &["present.{}.key", "present_key_values.{}.key", "present_key.{}", "present_key_{}", "present_{}_key"];
+const PRESENT_KEY: &[&str] = &[
+    "present.{}.key",
+    "present_key_values.{}.key",
+    "present_key.{}",
+    "present_key_{}",
+    "present_{}_key",
+];
 const PRESENT_VALUE: &[&str] = &[
     "present.{}.value",
     "present_key_values.{}.value",
@@ -253,14 +287,22 @@ pub fn resolve_io(
     sidecar_name: &str,
 ) -> std::result::Result<IoMap, String> {
     let sio = sidecar.map(|s| s.io.clone()).unwrap_or_default();
-    let gin = genai.map(|g| g.model.decoder.inputs.clone()).unwrap_or_default();
-    let gout = genai.map(|g| g.model.decoder.outputs.clone()).unwrap_or_default();
+    let gin = genai
+        .map(|g| g.model.decoder.inputs.clone())
+        .unwrap_or_default();
+    let gout = genai
+        .map(|g| g.model.decoder.outputs.clone())
+        .unwrap_or_default();
     let declare = |key: &str| format!("declare io.{key} in {sidecar_name}");
     let check_port = |ports: &[Port], name: String, key: &str, from: &str| {
         if ports.iter().any(|p| p.name == name) {
             Ok(name)
         } else {
-            let kind = if std::ptr::eq(ports, inputs) { "input" } else { "output" };
+            let kind = if std::ptr::eq(ports, inputs) {
+                "input"
+            } else {
+                "output"
+            };
             Err(format!(
                 "io.{key} from {from} names {kind} {name:?}, which the graph does not have (graph {kind}s: {})",
                 list(ports.iter().map(|p| p.name.as_str()))
@@ -272,20 +314,28 @@ pub fn resolve_io(
     let pattern = |s: &Option<String>, g: &Option<String>| -> Option<(String, &'static str)> {
         s.as_ref()
             .map(|p| (p.replace("{layer}", "{}"), "the sidecar"))
-            .or_else(|| g.as_ref().map(|p| (p.replace("%d", "{}"), "genai_config.json")))
+            .or_else(|| {
+                g.as_ref()
+                    .map(|p| (p.replace("%d", "{}"), "genai_config.json"))
+            })
     };
     let kv = |explicit: Option<(String, &str)>, templates: &[&str], ports: &[Port], key: &str| {
         match explicit {
             Some((p, from)) => {
                 let n = count_layers(ports, &p);
                 if n == 0 {
-                    Err(format!("io.{key} pattern {p:?} from {from} matches no graph port"))
+                    Err(format!(
+                        "io.{key} pattern {p:?} from {from} matches no graph port"
+                    ))
                 } else {
                     Ok(p)
                 }
             }
             None => {
-                let hits: Vec<&&str> = templates.iter().filter(|t| count_layers(ports, t) > 0).collect();
+                let hits: Vec<&&str> = templates
+                    .iter()
+                    .filter(|t| count_layers(ports, t) > 0)
+                    .collect();
                 match hits.as_slice() {
                     [one] => Ok(one.to_string()),
                     [] => Err(format!(
@@ -296,20 +346,46 @@ pub fn resolve_io(
                     many => Err(format!(
                         "cannot resolve io.{key} from port names: {} patterns match [{}]; {}",
                         many.len(),
-                        many.iter().map(|t| t.replace("{}", "N")).collect::<Vec<_>>().join(", "),
+                        many.iter()
+                            .map(|t| t.replace("{}", "N"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         declare(key)
                     )),
                 }
             }
         }
     };
-    let pk = kv(pattern(&sio.past_key, &gin.past_key_names), PAST_KEY, inputs, "past_key")?;
-    let pv = kv(pattern(&sio.past_value, &gin.past_value_names), PAST_VALUE, inputs, "past_value")?;
-    let ok = kv(pattern(&sio.present_key, &gout.present_key_names), PRESENT_KEY, outputs, "present_key")?;
-    let ov =
-        kv(pattern(&sio.present_value, &gout.present_value_names), PRESENT_VALUE, outputs, "present_value")?;
+    let pk = kv(
+        pattern(&sio.past_key, &gin.past_key_names),
+        PAST_KEY,
+        inputs,
+        "past_key",
+    )?;
+    let pv = kv(
+        pattern(&sio.past_value, &gin.past_value_names),
+        PAST_VALUE,
+        inputs,
+        "past_value",
+    )?;
+    let ok = kv(
+        pattern(&sio.present_key, &gout.present_key_names),
+        PRESENT_KEY,
+        outputs,
+        "present_key",
+    )?;
+    let ov = kv(
+        pattern(&sio.present_value, &gout.present_value_names),
+        PRESENT_VALUE,
+        outputs,
+        "present_value",
+    )?;
     let n_layers = count_layers(inputs, &pk);
-    for (p, ports, key) in [(&pv, inputs, "past_value"), (&ok, outputs, "present_key"), (&ov, outputs, "present_value")] {
+    for (p, ports, key) in [
+        (&pv, inputs, "past_value"),
+        (&ok, outputs, "present_key"),
+        (&ov, outputs, "present_value"),
+    ] {
         let n = count_layers(ports, p);
         if n != n_layers {
             return Err(format!(
@@ -321,7 +397,9 @@ pub fn resolve_io(
     if let Some(declared) = sidecar.and_then(|s| s.num_layers)
         && declared != n_layers
     {
-        return Err(format!("num_layers is {declared} in {sidecar_name} but the graph has {n_layers} KV layers"));
+        return Err(format!(
+            "num_layers is {declared} in {sidecar_name} but the graph has {n_layers} KV layers"
+        ));
     }
     let layers: Vec<LayerIo> = (0..n_layers)
         .map(|i| LayerIo {
@@ -333,18 +411,51 @@ pub fn resolve_io(
         .collect();
     let kv_names: Vec<&str> = layers
         .iter()
-        .flat_map(|l| [l.past_key.as_str(), l.past_value.as_str(), l.present_key.as_str(), l.present_value.as_str()])
+        .flat_map(|l| {
+            [
+                l.past_key.as_str(),
+                l.past_value.as_str(),
+                l.present_key.as_str(),
+                l.present_value.as_str(),
+            ]
+        })
         .collect();
 
     let mask = match (&sio.attention_mask, &gin.attention_mask) {
-        (Some(n), _) => Some(check_port(inputs, n.clone(), "attention_mask", "the sidecar")?),
-        (None, Some(n)) => Some(check_port(inputs, n.clone(), "attention_mask", "genai_config.json")?),
-        _ => inputs.iter().find(|p| p.name == "attention_mask").map(|p| p.name.clone()),
+        (Some(n), _) => Some(check_port(
+            inputs,
+            n.clone(),
+            "attention_mask",
+            "the sidecar",
+        )?),
+        (None, Some(n)) => Some(check_port(
+            inputs,
+            n.clone(),
+            "attention_mask",
+            "genai_config.json",
+        )?),
+        _ => inputs
+            .iter()
+            .find(|p| p.name == "attention_mask")
+            .map(|p| p.name.clone()),
     };
     let position = match (&sio.position_ids, &gin.position_ids) {
-        (Some(n), _) => Some(check_port(inputs, n.clone(), "position_ids", "the sidecar")?),
-        (None, Some(n)) => Some(check_port(inputs, n.clone(), "position_ids", "genai_config.json")?),
-        _ => inputs.iter().find(|p| p.name == "position_ids").map(|p| p.name.clone()),
+        (Some(n), _) => Some(check_port(
+            inputs,
+            n.clone(),
+            "position_ids",
+            "the sidecar",
+        )?),
+        (None, Some(n)) => Some(check_port(
+            inputs,
+            n.clone(),
+            "position_ids",
+            "genai_config.json",
+        )?),
+        _ => inputs
+            .iter()
+            .find(|p| p.name == "position_ids")
+            .map(|p| p.name.clone()),
     };
     let token_input = match (&sio.token_input, &gin.input_ids) {
         (Some(n), _) => check_port(inputs, n.clone(), "token_input", "the sidecar")?,
@@ -356,14 +467,21 @@ pub fn resolve_io(
                 let cands: Vec<&str> = inputs
                     .iter()
                     .filter(|p| !kv_names.contains(&p.name.as_str()))
-                    .filter(|p| Some(&p.name) != position.as_ref() && Some(&p.name) != mask.as_ref())
+                    .filter(|p| {
+                        Some(&p.name) != position.as_ref() && Some(&p.name) != mask.as_ref()
+                    })
                     .filter(|p| matches!(p.dtype, Some(DType::I64 | DType::I32)))
                     .filter(|p| p.shape.as_ref().is_none_or(|s| s.len() == 2))
                     .map(|p| p.name.as_str())
                     .collect();
                 match cands.as_slice() {
                     [one] => one.to_string(),
-                    [] => return Err(format!("cannot resolve io.token_input: no integer input of rank 2; {}", declare("token_input"))),
+                    [] => {
+                        return Err(format!(
+                            "cannot resolve io.token_input: no integer input of rank 2; {}",
+                            declare("token_input")
+                        ));
+                    }
                     many => {
                         return Err(format!(
                             "cannot resolve io.token_input from tensor shape: {} ports match [{}]; {}",
@@ -391,7 +509,12 @@ pub fn resolve_io(
                     .collect();
                 match cands.as_slice() {
                     [one] => one.to_string(),
-                    [] => return Err(format!("cannot resolve io.logits: no float output of rank 3; {}", declare("logits"))),
+                    [] => {
+                        return Err(format!(
+                            "cannot resolve io.logits: no float output of rank 3; {}",
+                            declare("logits")
+                        ));
+                    }
                     many => {
                         return Err(format!(
                             "cannot resolve io.logits from tensor shape: {} ports match [{}]; {}",
@@ -407,7 +530,10 @@ pub fn resolve_io(
 
     // KV geometry from the first past-key port: [batch, kv_heads, past_seq, head_dim].
     let first = layers.first().ok_or("the graph has no KV-cache ports")?;
-    let port = inputs.iter().find(|p| p.name == first.past_key).ok_or("past key port vanished")?;
+    let port = inputs
+        .iter()
+        .find(|p| p.name == first.past_key)
+        .ok_or("past key port vanished")?;
     let fixed = |i: usize| match port.shape.as_ref().and_then(|s| s.get(i)) {
         Some(Dim::Fixed(d)) => Some(*d),
         _ => None,
@@ -441,7 +567,13 @@ fn count_layers(ports: &[Port], template: &str) -> usize {
     if !template.contains("{}") {
         return 0;
     }
-    (0..).take_while(|i| ports.iter().any(|p| p.name == template.replace("{}", &i.to_string()))).count()
+    (0..)
+        .take_while(|i| {
+            ports
+                .iter()
+                .any(|p| p.name == template.replace("{}", &i.to_string()))
+        })
+        .count()
 }
 
 fn list<'a>(names: impl Iterator<Item = &'a str>) -> String {

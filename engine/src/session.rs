@@ -51,7 +51,10 @@ pub struct Session<B: Backend> {
 
 impl<B: Backend> std::fmt::Debug for Session<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("exec", &self.exec).field("io", &self.io).finish()
+        f.debug_struct("Session")
+            .field("exec", &self.exec)
+            .field("io", &self.io)
+            .finish()
     }
 }
 
@@ -65,7 +68,11 @@ impl<B: Backend> Session<B> {
             .filter(|p| p.dtype == Some(DType::I32))
             .map(|p| p.name.clone())
             .collect();
-        Ok(Session { exec, io: package.io.clone(), i32_inputs })
+        Ok(Session {
+            exec,
+            io: package.io.clone(),
+            i32_inputs,
+        })
     }
 
     pub fn io(&self) -> &IoMap {
@@ -79,8 +86,14 @@ impl<B: Backend> Session<B> {
     /// An empty cache (`seq = 0`).
     pub fn empty_cache(&self) -> Result<KvCache<B>> {
         let b = self.exec.backend();
-        let empty = b.upload(&Tensor::zeros(self.io.kv_dtype, &[1, self.io.kv_heads, 0, self.io.head_dim]))?;
-        Ok(KvCache { layers: vec![(empty.clone(), empty); self.io.layers.len()], len: 0 })
+        let empty = b.upload(&Tensor::zeros(
+            self.io.kv_dtype,
+            &[1, self.io.kv_heads, 0, self.io.head_dim],
+        ))?;
+        Ok(KvCache {
+            layers: vec![(empty.clone(), empty); self.io.layers.len()],
+            len: 0,
+        })
     }
 
     /// Runs `ids` on top of `cache`; returns the last position's logits (f32, host) and the new
@@ -94,9 +107,15 @@ impl<B: Backend> Session<B> {
         let total = cache.len + s;
         let mut inputs: Vec<(&str, B::Tensor)> = Vec::with_capacity(3 + 2 * cache.layers.len());
         let ids64: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
-        inputs.push((&self.io.token_input, b.upload(&self.int_input(&self.io.token_input, vec![1, s], ids64)?)?));
+        inputs.push((
+            &self.io.token_input,
+            b.upload(&self.int_input(&self.io.token_input, vec![1, s], ids64)?)?,
+        ));
         if let Some(name) = &self.io.attention_mask {
-            inputs.push((name, b.upload(&self.int_input(name, vec![1, total], vec![1; total])?)?));
+            inputs.push((
+                name,
+                b.upload(&self.int_input(name, vec![1, total], vec![1; total])?)?,
+            ));
         }
         if let Some(name) = &self.io.position_ids {
             let pos: Vec<i64> = (cache.len..total).map(|p| p as i64).collect();
@@ -117,7 +136,9 @@ impl<B: Backend> Session<B> {
         };
         let logits = b.download(get(&self.io.logits)?)?;
         let shape = logits.shape().to_vec();
-        let vocab = *shape.last().ok_or_else(|| Error::msg("logits output is a scalar"))?;
+        let vocab = *shape
+            .last()
+            .ok_or_else(|| Error::msg("logits output is a scalar"))?;
         if vocab == 0 || logits.numel() % vocab != 0 {
             return Err(Error::msg(format!("logits output has shape {shape:?}")));
         }
@@ -149,8 +170,16 @@ impl<B: Backend> Session<B> {
     }
 
     /// Greedy generation. `keep_logits` stores each step's full logits in the result.
-    pub fn generate(&self, prompt: &[u32], opts: &GenerateOptions, keep_logits: bool) -> Result<Generation> {
-        let mut out = Generation { prompt_ids: prompt.to_vec(), ..Default::default() };
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        keep_logits: bool,
+    ) -> Result<Generation> {
+        let mut out = Generation {
+            prompt_ids: prompt.to_vec(),
+            ..Default::default()
+        };
         if opts.max_new_tokens == 0 {
             return Ok(out);
         }

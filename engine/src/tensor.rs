@@ -115,13 +115,19 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor { shape, data: Arc::new(data) })
+        Ok(Tensor {
+            shape,
+            data: Arc::new(data),
+        })
     }
 
     /// Like [`Tensor::new`] for callers that computed the length from the shape themselves.
     pub(crate) fn from_parts(shape: Vec<usize>, data: Data) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        Tensor { shape, data: Arc::new(data) }
+        Tensor {
+            shape,
+            data: Arc::new(data),
+        }
     }
 
     pub fn f32(shape: &[usize], v: Vec<f32>) -> Result<Tensor> {
@@ -171,7 +177,10 @@ impl Tensor {
                 self.numel()
             )));
         }
-        Ok(Tensor { shape, data: self.data.clone() })
+        Ok(Tensor {
+            shape,
+            data: self.data.clone(),
+        })
     }
 
     /// Elements converted to f32 (exact for every stored type but large i64/i32).

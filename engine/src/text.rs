@@ -24,7 +24,9 @@ pub struct TextCodec {
 
 impl std::fmt::Debug for TextCodec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextCodec").field("eos_token", &self.eos_token).finish()
+        f.debug_struct("TextCodec")
+            .field("eos_token", &self.eos_token)
+            .finish()
     }
 }
 
@@ -33,24 +35,42 @@ impl TextCodec {
     pub fn open(dir: &Path) -> Result<TextCodec> {
         let path = dir.join("tokenizer.json");
         if !path.is_file() {
-            return Err(Error::package(&path, "tokenizer.json not found in the package"));
+            return Err(Error::package(
+                &path,
+                "tokenizer.json not found in the package",
+            ));
         }
         let tokenizer = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| Error::package(&path, format!("cannot load tokenizer: {e}")))?;
         let config_path = dir.join("tokenizer_config.json");
         let (mut chat_template, mut eos_token) = (None, None);
         if config_path.exists() {
-            let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-            let v: Value = serde_json::from_str(&text)
-                .map_err(|e| Error::package(&config_path, format!("malformed tokenizer_config.json: {e}")))?;
-            chat_template = v.get("chat_template").and_then(Value::as_str).map(str::to_string);
+            let text =
+                std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                Error::package(
+                    &config_path,
+                    format!("malformed tokenizer_config.json: {e}"),
+                )
+            })?;
+            chat_template = v
+                .get("chat_template")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             eos_token = match v.get("eos_token") {
                 Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Object(o)) => o.get("content").and_then(Value::as_str).map(str::to_string),
+                Some(Value::Object(o)) => {
+                    o.get("content").and_then(Value::as_str).map(str::to_string)
+                }
                 _ => None,
             };
         }
-        Ok(TextCodec { tokenizer, config_path, chat_template, eos_token })
+        Ok(TextCodec {
+            tokenizer,
+            config_path,
+            chat_template,
+            eos_token,
+        })
     }
 
     /// Encodes text; special-token strings in the text become their ids; no BOS is added.
@@ -63,18 +83,25 @@ impl TextCodec {
 
     /// Decodes ids, keeping special tokens visible.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.tokenizer.decode(ids, false).map_err(|e| Error::msg(format!("cannot decode ids: {e}")))
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|e| Error::msg(format!("cannot decode ids: {e}")))
     }
 
     /// The id of `tokenizer_config.json`'s `eos_token`, if it names a token.
     pub fn eos_token_id(&self) -> Option<u32> {
-        self.eos_token.as_deref().and_then(|t| self.tokenizer.token_to_id(t))
+        self.eos_token
+            .as_deref()
+            .and_then(|t| self.tokenizer.token_to_id(t))
     }
 
     /// Wraps a user prompt in the package's chat template, ready for generation.
     pub fn apply_chat_template(&self, prompt: &str) -> Result<String> {
         let template = self.chat_template.as_deref().ok_or_else(|| {
-            Error::package(&self.config_path, "no chat_template: cannot use --chat with this model")
+            Error::package(
+                &self.config_path,
+                "no chat_template: cannot use --chat with this model",
+            )
         })?;
         render_chatml(template, prompt).map_err(|m| Error::package(&self.config_path, m))
     }
@@ -89,7 +116,9 @@ pub fn render_chatml(template: &str, prompt: &str) -> std::result::Result<String
     if let Some(system) = default_system(template) {
         out.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
     }
-    out.push_str(&format!("<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"));
+    out.push_str(&format!(
+        "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+    ));
     Ok(out)
 }
 
@@ -109,7 +138,8 @@ pub fn byte_to_unicode() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..256u32 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         let c = if printable {
             b
         } else {

@@ -30,7 +30,16 @@ pub struct TinyConfig {
 
 impl Default for TinyConfig {
     fn default() -> Self {
-        TinyConfig { vocab: 512, hidden: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 128, rope_theta: 10000.0, eps: 1e-5 }
+        TinyConfig {
+            vocab: 512,
+            hidden: 64,
+            layers: 2,
+            heads: 4,
+            kv_heads: 2,
+            ffn: 128,
+            rope_theta: 10000.0,
+            eps: 1e-5,
+        }
     }
 }
 
@@ -103,7 +112,10 @@ fn learn_merges(n_merges: usize) -> Vec<(String, String)> {
             i += 1;
         }
         let word: String = chars[start..i].iter().collect();
-        let symbols: Vec<String> = word.bytes().map(|b| table[b as usize].to_string()).collect();
+        let symbols: Vec<String> = word
+            .bytes()
+            .map(|b| table[b as usize].to_string())
+            .collect();
         *words.entry(symbols).or_default() += 1;
     }
     let mut words: Vec<(Vec<String>, usize)> = words.into_iter().collect();
@@ -116,12 +128,13 @@ fn learn_merges(n_merges: usize) -> Vec<(String, String)> {
             }
         }
         // BTreeMap iterates pairs in order, so the first maximum is the smallest pair.
-        let Some(((a, b), _)) = counts.iter().fold(None, |best: Option<((&str, &str), usize)>, (k, &c)| {
-            match best {
+        let Some(((a, b), _)) = counts.iter().fold(
+            None,
+            |best: Option<((&str, &str), usize)>, (k, &c)| match best {
                 Some((_, bc)) if bc >= c => best,
                 _ => Some((*k, c)),
-            }
-        }) else {
+            },
+        ) else {
             break;
         };
         let (a, b) = (a.to_string(), b.to_string());
@@ -145,8 +158,11 @@ fn learn_merges(n_merges: usize) -> Vec<(String, String)> {
 fn tokenizer(vocab_size: usize) -> String {
     let table = byte_to_unicode();
     let mut vocab: BTreeMap<String, u32> = BTreeMap::new();
-    let special: Vec<(u32, String)> =
-        SPECIAL_TOKENS.iter().enumerate().map(|(i, s)| (i as u32, s.to_string())).collect();
+    let special: Vec<(u32, String)> = SPECIAL_TOKENS
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i as u32, s.to_string()))
+        .collect();
     for (id, s) in &special {
         vocab.insert(s.clone(), *id);
     }
@@ -180,15 +196,17 @@ impl Weights for RandomWeights {
         // does not dominate the logits (a random model would otherwise echo its input).
         let fan_in = shape[0] as f32;
         let unit = (3.0 / fan_in).sqrt();
-        Ok(if name.ends_with("norm.weight") || name.ends_with("layernorm.weight") {
-            self.0.vec(n, 0.1).into_iter().map(|v| 1.0 + v).collect()
-        } else if name == "model.embed_tokens.weight" {
-            self.0.vec(n, 1.0)
-        } else if name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight") {
-            self.0.vec(n, 4.0 * unit)
-        } else {
-            self.0.vec(n, unit)
-        })
+        Ok(
+            if name.ends_with("norm.weight") || name.ends_with("layernorm.weight") {
+                self.0.vec(n, 0.1).into_iter().map(|v| 1.0 + v).collect()
+            } else if name == "model.embed_tokens.weight" {
+                self.0.vec(n, 1.0)
+            } else if name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight") {
+                self.0.vec(n, 4.0 * unit)
+            } else {
+                self.0.vec(n, unit)
+            },
+        )
     }
 }
 
@@ -213,7 +231,7 @@ impl TinyConfig {
 
 /// Writes the whole package into `out` (created if needed; existing package files are replaced).
 pub fn write_package(out: &Path, seed: u64, cfg: &TinyConfig) -> Result<()> {
-    if cfg.hidden % cfg.heads != 0 {
+    if cfg.heads == 0 || !cfg.hidden.is_multiple_of(cfg.heads) {
         return Err(Error::msg(format!("invalid tiny config {cfg:?}")));
     }
     let (model, data) = llama::build(&cfg.spec(), &mut RandomWeights(Rng(seed)))?;
@@ -261,13 +279,18 @@ pub fn write_package(out: &Path, seed: u64, cfg: &TinyConfig) -> Result<()> {
         "tokenizer_class": "GPT2Tokenizer",
         "unk_token": null
     });
-    let pretty = |v: &serde_json::Value| format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default());
+    let pretty = |v: &serde_json::Value| {
+        format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default())
+    };
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("model.onnx", model),
         ("model.onnx.data", data),
         ("genai_config.json", pretty(&genai).into_bytes()),
         ("tokenizer.json", tokenizer(cfg.vocab).into_bytes()),
-        ("tokenizer_config.json", pretty(&tokenizer_config).into_bytes()),
+        (
+            "tokenizer_config.json",
+            pretty(&tokenizer_config).into_bytes(),
+        ),
     ];
     for (name, bytes) in files {
         let path = out.join(name);

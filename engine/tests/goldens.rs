@@ -22,7 +22,9 @@ const TINY_LOGIT_TOL: f32 = 1e-4;
 const SMOLLM2_LOGIT_TOL: f32 = 1e-3;
 
 fn golden_dir(model: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../goldens").join(model)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../goldens")
+        .join(model)
 }
 
 fn goldens(model: &str) -> Vec<(String, Value)> {
@@ -41,7 +43,11 @@ fn goldens(model: &str) -> Vec<(String, Value)> {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 fn check_model(model: &str, dir: &Path, tol: f32) {
@@ -53,11 +59,23 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
     let mut failures = Vec::new();
     for (case, g) in goldens(model) {
         assert_eq!(g["schema"], "golden/1", "{case}");
-        assert_eq!(g["model_sha256"].as_str().unwrap(), sha, "{model}/{case}: golden made from another model");
+        assert_eq!(
+            g["model_sha256"].as_str().unwrap(),
+            sha,
+            "{model}/{case}: golden made from another model"
+        );
         let prompt = g["prompt"].as_str().unwrap();
-        let text = if g["chat"].as_bool().unwrap() { codec.apply_chat_template(prompt).unwrap() } else { prompt.to_string() };
+        let text = if g["chat"].as_bool().unwrap() {
+            codec.apply_chat_template(prompt).unwrap()
+        } else {
+            prompt.to_string()
+        };
         let prompt_ids = codec.encode(&text).unwrap();
-        assert_eq!(prompt_ids, ids(&g["prompt_ids"]), "{model}/{case}: prompt ids");
+        assert_eq!(
+            prompt_ids,
+            ids(&g["prompt_ids"]),
+            "{model}/{case}: prompt ids"
+        );
         let opts = GenerateOptions {
             max_new_tokens: g["max_new_tokens"].as_u64().unwrap() as usize,
             eos_token_ids: eos.clone(),
@@ -66,21 +84,38 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
         let out = session.generate(&prompt_ids, &opts, true).unwrap();
         let want = ids(&g["generated_ids"]);
         if out.generated_ids != want {
-            failures.push(format!("{case}: tokens differ\n  engine {:?}\n  golden {want:?}", out.generated_ids));
+            failures.push(format!(
+                "{case}: tokens differ\n  engine {:?}\n  golden {want:?}",
+                out.generated_ids
+            ));
             continue;
         }
         let mut worst = 0.0f32;
-        for (step, (logits, s)) in out.logits.iter().zip(g["steps"].as_array().unwrap()).enumerate() {
+        for (step, (logits, s)) in out
+            .logits
+            .iter()
+            .zip(g["steps"].as_array().unwrap())
+            .enumerate()
+        {
             for pair in s["top"].as_array().unwrap() {
-                let (id, want) = (pair[0].as_u64().unwrap() as usize, pair[1].as_f64().unwrap() as f32);
+                let (id, want) = (
+                    pair[0].as_u64().unwrap() as usize,
+                    pair[1].as_f64().unwrap() as f32,
+                );
                 let d = (logits[id] - want).abs();
                 worst = worst.max(d);
                 if d > tol {
-                    failures.push(format!("{case} step {step}: logit of id {id} is {} vs golden {want}", logits[id]));
+                    failures.push(format!(
+                        "{case} step {step}: logit of id {id} is {} vs golden {want}",
+                        logits[id]
+                    ));
                 }
             }
         }
-        eprintln!("{model}/{case}: {} tokens identical, worst top-5 logit difference {worst:.2e}", want.len());
+        eprintln!(
+            "{model}/{case}: {} tokens identical, worst top-5 logit difference {worst:.2e}",
+            want.len()
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

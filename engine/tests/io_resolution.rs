@@ -43,7 +43,9 @@ fn genai_config_names_the_ports() {
     let tmp = tiny_dir();
     rename_ports(tmp.path(), &[("input_ids", "tokens"), ("logits", "scores")]);
     let genai = std::fs::read_to_string(tmp.path().join("genai_config.json")).unwrap();
-    let genai = genai.replace("\"input_ids\": \"input_ids\"", "\"input_ids\": \"tokens\"").replace("\"logits\": \"logits\"", "\"logits\": \"scores\"");
+    let genai = genai
+        .replace("\"input_ids\": \"input_ids\"", "\"input_ids\": \"tokens\"")
+        .replace("\"logits\": \"logits\"", "\"logits\": \"scores\"");
     std::fs::write(tmp.path().join("genai_config.json"), genai).unwrap();
     let p = Package::open(tmp.path()).unwrap();
     assert_eq!(p.io.token_input, "tokens");
@@ -81,7 +83,10 @@ fn derived_by_shape_when_the_name_is_unknown() {
 fn ambiguous_derivation_lists_candidates_and_names_the_key() {
     let tmp = tiny_dir();
     drop_genai(tmp.path());
-    rename_ports(tmp.path(), &[("input_ids", "ids"), ("attention_mask", "mask")]);
+    rename_ports(
+        tmp.path(),
+        &[("input_ids", "ids"), ("attention_mask", "mask")],
+    );
     let msg = Package::open(tmp.path()).unwrap_err().to_string();
     assert!(
         msg.contains("cannot resolve io.token_input from tensor shape: 2 ports match [ids, mask]; declare io.token_input in inference_metadata.yaml"),
@@ -92,12 +97,24 @@ fn ambiguous_derivation_lists_candidates_and_names_the_key() {
 #[test]
 fn sidecar_resolves_the_ambiguity_and_wins_over_genai() {
     for (name, text) in [
-        ("inference_metadata.yaml", "io:\n  token_input: ids\n  attention_mask: mask\neos_token_ids: [7]\n"),
-        ("inference_metadata.yml", "io:\n  token_input: ids\n  attention_mask: mask\neos_token_ids: [7]\n"),
-        ("inference_metadata.json", r#"{"io": {"token_input": "ids", "attention_mask": "mask"}, "eos_token_ids": [7]}"#),
+        (
+            "inference_metadata.yaml",
+            "io:\n  token_input: ids\n  attention_mask: mask\neos_token_ids: [7]\n",
+        ),
+        (
+            "inference_metadata.yml",
+            "io:\n  token_input: ids\n  attention_mask: mask\neos_token_ids: [7]\n",
+        ),
+        (
+            "inference_metadata.json",
+            r#"{"io": {"token_input": "ids", "attention_mask": "mask"}, "eos_token_ids": [7]}"#,
+        ),
     ] {
         let tmp = tiny_dir();
-        rename_ports(tmp.path(), &[("input_ids", "ids"), ("attention_mask", "mask")]);
+        rename_ports(
+            tmp.path(),
+            &[("input_ids", "ids"), ("attention_mask", "mask")],
+        );
         std::fs::write(tmp.path().join(name), text).unwrap();
         // genai_config.json still says input_ids: the sidecar must win.
         let p = Package::open(tmp.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -114,14 +131,24 @@ fn sidecar_kv_patterns() {
     let mut renames = Vec::new();
     for l in 0..2 {
         for k in ["key", "value"] {
-            renames.push((format!("past_key_values.{l}.{k}"), format!("cache_in_{k}_{l}")));
+            renames.push((
+                format!("past_key_values.{l}.{k}"),
+                format!("cache_in_{k}_{l}"),
+            ));
             renames.push((format!("present.{l}.{k}"), format!("cache_out_{k}_{l}")));
         }
     }
-    let refs: Vec<(&str, &str)> = renames.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = renames
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     rename_ports(tmp.path(), &refs);
     let msg = Package::open(tmp.path()).unwrap_err().to_string();
-    assert!(msg.contains("cannot resolve io.past_key") && msg.contains("declare io.past_key in inference_metadata.yaml"), "{msg}");
+    assert!(
+        msg.contains("cannot resolve io.past_key")
+            && msg.contains("declare io.past_key in inference_metadata.yaml"),
+        "{msg}"
+    );
     std::fs::write(
         tmp.path().join("inference_metadata.yaml"),
         "io:\n  past_key: cache_in_key_{layer}\n  past_value: cache_in_value_{layer}\n  present_key: cache_out_key_{layer}\n  present_value: cache_out_value_{layer}\nnum_layers: 2\n",
@@ -135,16 +162,31 @@ fn sidecar_kv_patterns() {
 #[test]
 fn sidecar_naming_a_missing_port_is_an_error() {
     let tmp = tiny_dir();
-    std::fs::write(tmp.path().join("inference_metadata.yaml"), "io:\n  logits: nope\n").unwrap();
+    std::fs::write(
+        tmp.path().join("inference_metadata.yaml"),
+        "io:\n  logits: nope\n",
+    )
+    .unwrap();
     let msg = Package::open(tmp.path()).unwrap_err().to_string();
-    assert!(msg.contains("io.logits from the sidecar names output \"nope\""), "{msg}");
+    assert!(
+        msg.contains("io.logits from the sidecar names output \"nope\""),
+        "{msg}"
+    );
 }
 
 #[test]
 fn malformed_sidecars_are_errors_not_absent() {
     for (name, text, want) in [
-        ("inference_metadata.yaml", "io: [unclosed\n", "malformed sidecar"),
-        ("inference_metadata.yaml", "io:\n  token_inptu: input_ids\n", "token_inptu"),
+        (
+            "inference_metadata.yaml",
+            "io: [unclosed\n",
+            "malformed sidecar",
+        ),
+        (
+            "inference_metadata.yaml",
+            "io:\n  token_inptu: input_ids\n",
+            "token_inptu",
+        ),
         ("inference_metadata.yml", "", "the file is empty"),
         ("inference_metadata.json", "{\"io\": ", "malformed sidecar"),
     ] {
@@ -160,5 +202,8 @@ fn malformed_genai_config_is_an_error() {
     let tmp = tiny_dir();
     std::fs::write(tmp.path().join("genai_config.json"), "{\"model\": 3}").unwrap();
     let msg = Package::open(tmp.path()).unwrap_err().to_string();
-    assert!(msg.contains("genai_config.json") && msg.contains("malformed"), "{msg}");
+    assert!(
+        msg.contains("genai_config.json") && msg.contains("malformed"),
+        "{msg}"
+    );
 }

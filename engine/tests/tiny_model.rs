@@ -15,7 +15,10 @@ fn hashes(dir: &Path) -> BTreeMap<String, String> {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().to_string_lossy().into_owned(), sha256_file(&e.path()).unwrap())
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                sha256_file(&e.path()).unwrap(),
+            )
         })
         .collect()
 }
@@ -23,7 +26,11 @@ fn hashes(dir: &Path) -> BTreeMap<String, String> {
 #[test]
 fn tiny_is_byte_identical_across_builds_and_seed_sensitive() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b, c) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("c"));
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
     tiny::write_package(&a, 7, &TinyConfig::default()).unwrap();
     tiny::write_package(&b, 7, &TinyConfig::default()).unwrap();
     tiny::write_package(&c, 8, &TinyConfig::default()).unwrap();
@@ -31,11 +38,23 @@ fn tiny_is_byte_identical_across_builds_and_seed_sensitive() {
     let names: Vec<&str> = ha.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["genai_config.json", "model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_config.json"]
+        [
+            "genai_config.json",
+            "model.onnx",
+            "model.onnx.data",
+            "tokenizer.json",
+            "tokenizer_config.json"
+        ]
     );
     assert_eq!(ha, hb, "same seed must give byte-identical files");
-    assert_ne!(ha["model.onnx.data"], hc["model.onnx.data"], "another seed must change the weights");
-    assert_eq!(ha["tokenizer.json"], hc["tokenizer.json"], "the tokenizer does not depend on the seed");
+    assert_ne!(
+        ha["model.onnx.data"], hc["model.onnx.data"],
+        "another seed must change the weights"
+    );
+    assert_eq!(
+        ha["tokenizer.json"], hc["tokenizer.json"],
+        "the tokenizer does not depend on the seed"
+    );
 }
 
 fn tiny_dir() -> tempfile::TempDir {
@@ -48,7 +67,11 @@ fn tiny_dir() -> tempfile::TempDir {
 fn tokenizer_round_trips_and_splits_digits() {
     let tmp = tiny_dir();
     let codec = TextCodec::open(tmp.path()).unwrap();
-    for text in ["The capital of France is", "café 世界 🙂 \u{4} bytes", "<|im_start|>user\nhi<|im_end|>"] {
+    for text in [
+        "The capital of France is",
+        "café 世界 🙂 \u{4} bytes",
+        "<|im_start|>user\nhi<|im_end|>",
+    ] {
         let ids = codec.encode(text).unwrap();
         assert_eq!(codec.decode(&ids).unwrap(), text);
     }
@@ -78,7 +101,11 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
     let session = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap();
     let prompt = codec.encode("Once upon a time there was").unwrap();
     let run = |use_kv_cache| {
-        let opts = GenerateOptions { max_new_tokens: 32, eos_token_ids: vec![], use_kv_cache };
+        let opts = GenerateOptions {
+            max_new_tokens: 32,
+            eos_token_ids: vec![],
+            use_kv_cache,
+        };
         session.generate(&prompt, &opts, true).unwrap()
     };
     let cached = run(true);
@@ -86,7 +113,11 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
     assert_eq!(cached.generated_ids.len(), 32);
     assert_eq!(cached.generated_ids, full.generated_ids, "token for token");
     for (step, (a, b)) in cached.logits.iter().zip(&full.logits).enumerate() {
-        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "step {step}: logits differ by {worst}");
     }
     // The model is not degenerate: it does not emit one token over and over.
@@ -102,13 +133,29 @@ fn generation_stops_on_eos() {
     let session = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap();
     let prompt = codec.encode("The capital of France is").unwrap();
     let free = session
-        .generate(&prompt, &GenerateOptions { max_new_tokens: 8, eos_token_ids: vec![], use_kv_cache: true }, false)
+        .generate(
+            &prompt,
+            &GenerateOptions {
+                max_new_tokens: 8,
+                eos_token_ids: vec![],
+                use_kv_cache: true,
+            },
+            false,
+        )
         .unwrap();
     // Declare the third generated token an end-of-sequence id: generation stops right there.
     let stop = free.generated_ids[2];
     let first = free.generated_ids.iter().position(|&t| t == stop).unwrap();
     let stopped = session
-        .generate(&prompt, &GenerateOptions { max_new_tokens: 8, eos_token_ids: vec![stop], use_kv_cache: true }, false)
+        .generate(
+            &prompt,
+            &GenerateOptions {
+                max_new_tokens: 8,
+                eos_token_ids: vec![stop],
+                use_kv_cache: true,
+            },
+            false,
+        )
         .unwrap();
     assert!(stopped.stopped_on_eos);
     assert_eq!(stopped.generated_ids, free.generated_ids[..=first]);
@@ -120,8 +167,18 @@ fn threads_do_not_change_tokens() {
     let package = Package::open(tmp.path()).unwrap();
     let codec = TextCodec::open(tmp.path()).unwrap();
     let prompt = codec.encode("Hello, world!").unwrap();
-    let opts = GenerateOptions { max_new_tokens: 16, eos_token_ids: vec![], use_kv_cache: true };
-    let one = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap().generate(&prompt, &opts, false).unwrap();
-    let two = Session::new(&package, CpuBackend::new(2).unwrap()).unwrap().generate(&prompt, &opts, false).unwrap();
+    let opts = GenerateOptions {
+        max_new_tokens: 16,
+        eos_token_ids: vec![],
+        use_kv_cache: true,
+    };
+    let one = Session::new(&package, CpuBackend::new(1).unwrap())
+        .unwrap()
+        .generate(&prompt, &opts, false)
+        .unwrap();
+    let two = Session::new(&package, CpuBackend::new(2).unwrap())
+        .unwrap()
+        .generate(&prompt, &opts, false)
+        .unwrap();
     assert_eq!(one.generated_ids, two.generated_ids);
 }

@@ -39,7 +39,10 @@ pub enum UnaryOp {
     Silu,
     LeakyRelu(f32),
     Elu(f32),
-    HardSigmoid { alpha: f32, beta: f32 },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
     /// Bool only.
     Not,
     /// Output is bool.
@@ -58,7 +61,9 @@ pub enum BinaryOp {
     Max,
     Min,
     /// `fmod = true`: sign of the dividend (C fmod); false: sign of the divisor (Python %).
-    Mod { fmod: bool },
+    Mod {
+        fmod: bool,
+    },
     /// Comparisons output bool.
     Equal,
     Less,
@@ -75,7 +80,10 @@ impl BinaryOp {
     /// True when the output is bool whatever the input type.
     pub fn is_predicate(self) -> bool {
         use BinaryOp::*;
-        matches!(self, Equal | Less | LessOrEqual | Greater | GreaterOrEqual | And | Or | Xor)
+        matches!(
+            self,
+            Equal | Less | LessOrEqual | Greater | GreaterOrEqual | And | Or | Xor
+        )
     }
 }
 

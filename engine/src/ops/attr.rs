@@ -33,7 +33,9 @@ pub fn floats(node: &Node, name: &str) -> Option<Vec<f32>> {
 }
 
 pub fn string(node: &Node, name: &str) -> Option<String> {
-    find(node, name).and_then(|a| a.s.as_ref()).map(|s| String::from_utf8_lossy(s).into_owned())
+    find(node, name)
+        .and_then(|a| a.s.as_ref())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
 }
 
 pub fn tensor<'a>(node: &'a Node, name: &str) -> Option<&'a pb::TensorProto> {

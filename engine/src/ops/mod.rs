@@ -48,58 +48,179 @@ pub enum Op {
     Where,
     Cast(DType),
     CastLike,
-    Clip { min: Option<f32>, max: Option<f32> },
-    Reduce { op: ReduceOp, axes: Option<Vec<i64>>, keepdims: bool, noop_with_empty_axes: bool },
-    ArgExtreme { max: bool, axis: i64, keepdims: bool, select_last: bool },
-    Softmax { axis: i64, log: bool, legacy: bool },
+    Clip {
+        min: Option<f32>,
+        max: Option<f32>,
+    },
+    Reduce {
+        op: ReduceOp,
+        axes: Option<Vec<i64>>,
+        keepdims: bool,
+        noop_with_empty_axes: bool,
+    },
+    ArgExtreme {
+        max: bool,
+        axis: i64,
+        keepdims: bool,
+        select_last: bool,
+    },
+    Softmax {
+        axis: i64,
+        log: bool,
+        legacy: bool,
+    },
     MatMul,
-    Gemm { alpha: f32, beta: f32, trans_a: bool, trans_b: bool },
-    Gather { axis: i64 },
-    Reshape { allowzero: bool },
-    Transpose { perm: Option<Vec<i64>> },
-    Concat { axis: i64 },
+    Gemm {
+        alpha: f32,
+        beta: f32,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    Gather {
+        axis: i64,
+    },
+    Reshape {
+        allowzero: bool,
+    },
+    Transpose {
+        perm: Option<Vec<i64>>,
+    },
+    Concat {
+        axis: i64,
+    },
     Slice,
-    Split { axis: i64, split: Option<Vec<i64>>, num_outputs: Option<usize> },
-    Squeeze { axes: Option<Vec<i64>> },
-    Unsqueeze { axes: Option<Vec<i64>> },
-    Flatten { axis: i64 },
+    Split {
+        axis: i64,
+        split: Option<Vec<i64>>,
+        num_outputs: Option<usize>,
+    },
+    Squeeze {
+        axes: Option<Vec<i64>>,
+    },
+    Unsqueeze {
+        axes: Option<Vec<i64>>,
+    },
+    Flatten {
+        axis: i64,
+    },
     Expand,
     Tile,
-    Shape { start: i64, end: Option<i64> },
+    Shape {
+        start: i64,
+        end: Option<i64>,
+    },
     Size,
     Constant(Tensor),
     ConstantOfShape(Tensor),
     Range,
-    Trilu { upper: bool },
+    Trilu {
+        upper: bool,
+    },
     Identity,
     /// `SimplifiedLayerNormalization` / `RMSNormalization`.
-    RmsNorm { axis: i64, eps: f32 },
+    RmsNorm {
+        axis: i64,
+        eps: f32,
+    },
     /// com.microsoft `SkipSimplifiedLayerNormalization`.
-    SkipRmsNorm { eps: f32 },
-    LayerNorm { axis: i64, eps: f32 },
-    Gelu { tanh: bool },
+    SkipRmsNorm {
+        eps: f32,
+    },
+    LayerNorm {
+        axis: i64,
+        eps: f32,
+    },
+    Gelu {
+        tanh: bool,
+    },
     HardSwish,
 }
 
 /// Every (domain, op_type) [`parse`] accepts, for docs and error messages.
 pub const SUPPORTED: &[(&str, &str)] = &[
-    ("", "Abs"), ("", "Add"), ("", "And"), ("", "ArgMax"), ("", "ArgMin"), ("", "Cast"),
-    ("", "CastLike"), ("", "Ceil"), ("", "Clip"), ("", "Concat"), ("", "Constant"),
-    ("", "ConstantOfShape"), ("", "Cos"), ("", "Div"), ("", "Dropout"), ("", "Elu"),
-    ("", "Equal"), ("", "Erf"), ("", "Exp"), ("", "Expand"), ("", "Flatten"), ("", "Floor"),
-    ("", "Gather"), ("", "Gelu"), ("", "Gemm"), ("", "Greater"), ("", "GreaterOrEqual"),
-    ("", "HardSigmoid"), ("", "HardSwish"), ("", "Identity"), ("", "IsNaN"),
-    ("", "LayerNormalization"), ("", "LeakyRelu"), ("", "Less"), ("", "LessOrEqual"),
-    ("", "Log"), ("", "LogSoftmax"), ("", "MatMul"), ("", "Max"), ("", "Mean"), ("", "Min"),
-    ("", "Mod"), ("", "Mul"), ("", "Neg"), ("", "Not"), ("", "Or"), ("", "Pow"),
-    ("", "RMSNormalization"), ("", "Range"), ("", "Reciprocal"), ("", "ReduceL1"),
-    ("", "ReduceL2"), ("", "ReduceLogSumExp"), ("", "ReduceMax"), ("", "ReduceMean"),
-    ("", "ReduceMin"), ("", "ReduceProd"), ("", "ReduceSum"), ("", "ReduceSumSquare"),
-    ("", "Relu"), ("", "Reshape"), ("", "Round"), ("", "Shape"), ("", "Sigmoid"), ("", "Sign"),
-    ("", "SimplifiedLayerNormalization"), ("", "Sin"), ("", "Size"), ("", "Slice"),
-    ("", "Softmax"), ("", "Softplus"), ("", "Split"), ("", "Sqrt"), ("", "Squeeze"),
-    ("", "Sub"), ("", "Sum"), ("", "Tanh"), ("", "Tile"), ("", "Transpose"), ("", "Trilu"),
-    ("", "Unsqueeze"), ("", "Where"), ("", "Xor"),
+    ("", "Abs"),
+    ("", "Add"),
+    ("", "And"),
+    ("", "ArgMax"),
+    ("", "ArgMin"),
+    ("", "Cast"),
+    ("", "CastLike"),
+    ("", "Ceil"),
+    ("", "Clip"),
+    ("", "Concat"),
+    ("", "Constant"),
+    ("", "ConstantOfShape"),
+    ("", "Cos"),
+    ("", "Div"),
+    ("", "Dropout"),
+    ("", "Elu"),
+    ("", "Equal"),
+    ("", "Erf"),
+    ("", "Exp"),
+    ("", "Expand"),
+    ("", "Flatten"),
+    ("", "Floor"),
+    ("", "Gather"),
+    ("", "Gelu"),
+    ("", "Gemm"),
+    ("", "Greater"),
+    ("", "GreaterOrEqual"),
+    ("", "HardSigmoid"),
+    ("", "HardSwish"),
+    ("", "Identity"),
+    ("", "IsNaN"),
+    ("", "LayerNormalization"),
+    ("", "LeakyRelu"),
+    ("", "Less"),
+    ("", "LessOrEqual"),
+    ("", "Log"),
+    ("", "LogSoftmax"),
+    ("", "MatMul"),
+    ("", "Max"),
+    ("", "Mean"),
+    ("", "Min"),
+    ("", "Mod"),
+    ("", "Mul"),
+    ("", "Neg"),
+    ("", "Not"),
+    ("", "Or"),
+    ("", "Pow"),
+    ("", "RMSNormalization"),
+    ("", "Range"),
+    ("", "Reciprocal"),
+    ("", "ReduceL1"),
+    ("", "ReduceL2"),
+    ("", "ReduceLogSumExp"),
+    ("", "ReduceMax"),
+    ("", "ReduceMean"),
+    ("", "ReduceMin"),
+    ("", "ReduceProd"),
+    ("", "ReduceSum"),
+    ("", "ReduceSumSquare"),
+    ("", "Relu"),
+    ("", "Reshape"),
+    ("", "Round"),
+    ("", "Shape"),
+    ("", "Sigmoid"),
+    ("", "Sign"),
+    ("", "SimplifiedLayerNormalization"),
+    ("", "Sin"),
+    ("", "Size"),
+    ("", "Slice"),
+    ("", "Softmax"),
+    ("", "Softplus"),
+    ("", "Split"),
+    ("", "Sqrt"),
+    ("", "Squeeze"),
+    ("", "Sub"),
+    ("", "Sum"),
+    ("", "Tanh"),
+    ("", "Tile"),
+    ("", "Transpose"),
+    ("", "Trilu"),
+    ("", "Unsqueeze"),
+    ("", "Where"),
+    ("", "Xor"),
     ("com.microsoft", "SimplifiedLayerNormalization"),
     ("com.microsoft", "SkipSimplifiedLayerNormalization"),
 ];
@@ -109,9 +230,9 @@ pub fn parse(node: &Node, opset: i64, model_dir: &Path) -> Result<Op, ParseError
     use BinaryOp as B;
     use UnaryOp as U;
     let op = match (node.domain.as_str(), node.op_type.as_str()) {
-        ("com.microsoft", "SkipSimplifiedLayerNormalization") => {
-            Op::SkipRmsNorm { eps: attr::float_or(node, "epsilon", 1e-5) }
-        }
+        ("com.microsoft", "SkipSimplifiedLayerNormalization") => Op::SkipRmsNorm {
+            eps: attr::float_or(node, "epsilon", 1e-5),
+        },
         ("" | "com.microsoft", "SimplifiedLayerNormalization") | ("", "RMSNormalization") => {
             Op::RmsNorm {
                 axis: attr::int_or(node, "axis", -1),
@@ -149,7 +270,9 @@ pub fn parse(node: &Node, opset: i64, model_dir: &Path) -> Result<Op, ParseError
                 None | Some("none") => Op::Gelu { tanh: false },
                 Some("tanh") => Op::Gelu { tanh: true },
                 Some(other) => {
-                    return Err(format!("approximate must be \"none\" or \"tanh\", got {other:?}").into());
+                    return Err(
+                        format!("approximate must be \"none\" or \"tanh\", got {other:?}").into(),
+                    );
                 }
             },
             "Add" => Op::Binary(B::Add),
@@ -157,7 +280,9 @@ pub fn parse(node: &Node, opset: i64, model_dir: &Path) -> Result<Op, ParseError
             "Mul" => Op::Binary(B::Mul),
             "Div" => Op::Binary(B::Div),
             "Pow" => Op::Pow,
-            "Mod" => Op::Binary(B::Mod { fmod: attr::int_or(node, "fmod", 0) != 0 }),
+            "Mod" => Op::Binary(B::Mod {
+                fmod: attr::int_or(node, "fmod", 0) != 0,
+            }),
             "Equal" => Op::Binary(B::Equal),
             "Less" => Op::Binary(B::Less),
             "LessOrEqual" => Op::Binary(B::LessOrEqual),
@@ -218,12 +343,18 @@ pub fn parse(node: &Node, opset: i64, model_dir: &Path) -> Result<Op, ParseError
                 trans_a: attr::int_or(node, "transA", 0) != 0,
                 trans_b: attr::int_or(node, "transB", 0) != 0,
             },
-            "Gather" => Op::Gather { axis: attr::int_or(node, "axis", 0) },
-            "Reshape" => Op::Reshape { allowzero: attr::int_or(node, "allowzero", 0) != 0 },
-            "Transpose" => Op::Transpose { perm: attr::ints(node, "perm") },
-            "Concat" => {
-                Op::Concat { axis: attr::int(node, "axis").ok_or("missing attribute `axis`".to_string())? }
-            }
+            "Gather" => Op::Gather {
+                axis: attr::int_or(node, "axis", 0),
+            },
+            "Reshape" => Op::Reshape {
+                allowzero: attr::int_or(node, "allowzero", 0) != 0,
+            },
+            "Transpose" => Op::Transpose {
+                perm: attr::ints(node, "perm"),
+            },
+            "Concat" => Op::Concat {
+                axis: attr::int(node, "axis").ok_or("missing attribute `axis`".to_string())?,
+            },
             "Slice" => {
                 if attr::has(node, "starts") {
                     return Err("Slice-1 (starts/ends as attributes) is not supported; re-export with opset >= 10"
@@ -237,26 +368,40 @@ pub fn parse(node: &Node, opset: i64, model_dir: &Path) -> Result<Op, ParseError
                 split: attr::ints(node, "split"),
                 num_outputs: attr::int(node, "num_outputs").map(|n| n.max(0) as usize),
             },
-            "Squeeze" => Op::Squeeze { axes: attr::ints(node, "axes") },
-            "Unsqueeze" => Op::Unsqueeze { axes: attr::ints(node, "axes") },
-            "Flatten" => Op::Flatten { axis: attr::int_or(node, "axis", 1) },
+            "Squeeze" => Op::Squeeze {
+                axes: attr::ints(node, "axes"),
+            },
+            "Unsqueeze" => Op::Unsqueeze {
+                axes: attr::ints(node, "axes"),
+            },
+            "Flatten" => Op::Flatten {
+                axis: attr::int_or(node, "axis", 1),
+            },
             "Expand" => Op::Expand,
             "Tile" => Op::Tile,
-            "Shape" => Op::Shape { start: attr::int_or(node, "start", 0), end: attr::int(node, "end") },
+            "Shape" => Op::Shape {
+                start: attr::int_or(node, "start", 0),
+                end: attr::int(node, "end"),
+            },
             "Size" => Op::Size,
             "Constant" => Op::Constant(constant_value(node, model_dir)?),
             "ConstantOfShape" => Op::ConstantOfShape(match attr::tensor(node, "value") {
                 Some(t) => {
-                    let v = attribute_tensor(t, model_dir).map_err(|e| format!("attribute value: {e}"))?;
+                    let v = attribute_tensor(t, model_dir)
+                        .map_err(|e| format!("attribute value: {e}"))?;
                     if v.numel() != 1 {
-                        return Err(format!("value must have one element, got {}", v.numel()).into());
+                        return Err(
+                            format!("value must have one element, got {}", v.numel()).into()
+                        );
                     }
                     v.reshape(vec![])?
                 }
                 None => Tensor::from_parts(vec![], Data::F32(vec![0.0])),
             }),
             "Range" => Op::Range,
-            "Trilu" => Op::Trilu { upper: attr::int_or(node, "upper", 1) != 0 },
+            "Trilu" => Op::Trilu {
+                upper: attr::int_or(node, "upper", 1) != 0,
+            },
             "Identity" | "Dropout" => Op::Identity,
             "LayerNormalization" => Op::LayerNorm {
                 axis: attr::int_or(node, "axis", -1),
@@ -279,10 +424,16 @@ fn constant_value(node: &Node, model_dir: &Path) -> Result<Tensor, ParseError> {
     if let Some(t) = attr::tensor(node, "value") {
         return attribute_tensor(t, model_dir).map_err(|e| format!("attribute value: {e}").into());
     }
-    if let Some(v) = node.attributes.iter().find(|a| a.name() == "value_float").and_then(|a| a.f) {
+    if let Some(v) = node
+        .attributes
+        .iter()
+        .find(|a| a.name() == "value_float")
+        .and_then(|a| a.f)
+    {
         return Ok(Tensor::from_parts(vec![], Data::F32(vec![v])));
     }
-    if let Some(v) = attr::floats(node, "value_floats").filter(|_| attr::has(node, "value_floats")) {
+    if let Some(v) = attr::floats(node, "value_floats").filter(|_| attr::has(node, "value_floats"))
+    {
         return Ok(Tensor::from_parts(vec![v.len()], Data::F32(v)));
     }
     if let Some(v) = attr::int(node, "value_int") {
@@ -291,7 +442,9 @@ fn constant_value(node: &Node, model_dir: &Path) -> Result<Tensor, ParseError> {
     if let Some(v) = attr::ints(node, "value_ints") {
         return Ok(Tensor::from_parts(vec![v.len()], Data::I64(v)));
     }
-    Err("Constant needs one of value, value_float(s), value_int(s)".to_string().into())
+    Err("Constant needs one of value, value_float(s), value_int(s)"
+        .to_string()
+        .into())
 }
 
 /// A host scalar of `dtype` holding `v`.
@@ -314,7 +467,11 @@ pub fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     if axis < -r || axis >= r {
         bail!("axis {axis} is out of range for rank {rank}");
     }
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    Ok(if axis < 0 {
+        (axis + r) as usize
+    } else {
+        axis as usize
+    })
 }
 
 /// numpy broadcasting of two shapes.
@@ -322,8 +479,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -346,7 +511,9 @@ fn opt_input<'a, T>(inputs: &[Option<&'a T>], i: usize) -> Option<&'a T> {
 }
 
 fn host_ints<B: Backend>(b: &B, t: &B::Tensor, what: &str) -> Result<Vec<i64>> {
-    b.download(t)?.to_i64_vec().map_err(|e| Error::msg(format!("{what}: {e}")))
+    b.download(t)?
+        .to_i64_vec()
+        .map_err(|e| Error::msg(format!("{what}: {e}")))
 }
 
 fn host_f64<B: Backend>(b: &B, t: &B::Tensor, what: &str) -> Result<f64> {
@@ -375,7 +542,10 @@ fn same_dtype<B: Backend>(b: &B, x: &B::Tensor, y: &B::Tensor, what: &str) -> Re
 
 /// Sorted unique non-negative axes.
 fn norm_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
-    let mut out = axes.iter().map(|&a| norm_axis(a, rank)).collect::<Result<Vec<_>>>()?;
+    let mut out = axes
+        .iter()
+        .map(|&a| norm_axis(a, rank))
+        .collect::<Result<Vec<_>>>()?;
     out.sort_unstable();
     let n = out.len();
     out.dedup();
@@ -390,6 +560,13 @@ pub fn slice_dim(dim: usize, start: i64, end: i64, step: i64) -> Result<SliceDim
     if step == 0 {
         bail!("slice step must not be 0");
     }
+    if dim == 0 {
+        return Ok(SliceDim {
+            start: 0,
+            step: step as isize,
+            len: 0,
+        });
+    }
     let d = dim as i64;
     let (start, end) = if step > 0 {
         let s = if start < 0 { start + d } else { start }.clamp(0, d);
@@ -401,13 +578,21 @@ pub fn slice_dim(dim: usize, start: i64, end: i64, step: i64) -> Result<SliceDim
         (s, e)
     };
     let len = if step > 0 {
-        if end > start { (end - start + step - 1) / step } else { 0 }
+        if end > start {
+            (end - start + step - 1) / step
+        } else {
+            0
+        }
     } else if start > end {
         (start - end + (-step) - 1) / (-step)
     } else {
         0
     };
-    Ok(SliceDim { start: if len == 0 { 0 } else { start as usize }, step: step as isize, len: len as usize })
+    Ok(SliceDim {
+        start: if len == 0 { 0 } else { start as usize },
+        step: step as isize,
+        len: len as usize,
+    })
 }
 
 impl Op {
@@ -429,7 +614,11 @@ impl Op {
             }
             Op::Pow => {
                 let (x, y) = (input(inputs, 0)?, input(inputs, 1)?);
-                let y = if b.dtype(x) != b.dtype(y) { b.cast(y, b.dtype(x))? } else { y.clone() };
+                let y = if b.dtype(x) != b.dtype(y) {
+                    b.cast(y, b.dtype(x))?
+                } else {
+                    y.clone()
+                };
                 one(b.binary(BinaryOp::Pow, x, &y)?)
             }
             Op::Variadic(op) => {
@@ -480,7 +669,12 @@ impl Op {
                 }
                 one(y)
             }
-            Op::Reduce { op, axes, keepdims, noop_with_empty_axes } => {
+            Op::Reduce {
+                op,
+                axes,
+                keepdims,
+                noop_with_empty_axes,
+            } => {
                 let x = input(inputs, 0)?;
                 let rank = b.shape(x).len();
                 let axes = match opt_input(inputs, 1) {
@@ -497,7 +691,12 @@ impl Op {
                 };
                 one(b.reduce(*op, x, &axes, *keepdims)?)
             }
-            Op::ArgExtreme { max, axis, keepdims, select_last } => {
+            Op::ArgExtreme {
+                max,
+                axis,
+                keepdims,
+                select_last,
+            } => {
                 let x = b.download(input(inputs, 0)?)?;
                 let out = arg_extreme(&x, *axis, *keepdims, *max, *select_last)?;
                 one(b.upload(&out)?)
@@ -522,7 +721,12 @@ impl Op {
                 same_dtype(b, x, y, "MatMul")?;
                 one(b.matmul(x, y)?)
             }
-            Op::Gemm { alpha, beta, trans_a, trans_b } => {
+            Op::Gemm {
+                alpha,
+                beta,
+                trans_a,
+                trans_b,
+            } => {
                 let (x, y) = (input(inputs, 0)?, input(inputs, 1)?);
                 same_dtype(b, x, y, "Gemm")?;
                 for (t, n) in [(x, "A"), (y, "B")] {
@@ -530,8 +734,16 @@ impl Op {
                         bail!("Gemm input {n} must be 2-D, got shape {:?}", b.shape(t));
                     }
                 }
-                let x = if *trans_a { b.transpose(x, &[1, 0])? } else { x.clone() };
-                let y = if *trans_b { b.transpose(y, &[1, 0])? } else { y.clone() };
+                let x = if *trans_a {
+                    b.transpose(x, &[1, 0])?
+                } else {
+                    x.clone()
+                };
+                let y = if *trans_b {
+                    b.transpose(y, &[1, 0])?
+                } else {
+                    y.clone()
+                };
                 let mut out = b.matmul(&x, &y)?;
                 if *alpha != 1.0 {
                     out = b.binary(BinaryOp::Mul, &out, &scalar_like(b, &out, *alpha as f64)?)?;
@@ -560,14 +772,19 @@ impl Op {
                 let x = input(inputs, 0)?;
                 let rank = b.shape(x).len();
                 let perm: Vec<usize> = match perm {
-                    Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_>>()?,
+                    Some(p) => p
+                        .iter()
+                        .map(|&a| norm_axis(a, rank))
+                        .collect::<Result<_>>()?,
                     None => (0..rank).rev().collect(),
                 };
                 one(b.transpose(x, &perm)?)
             }
             Op::Concat { axis } => {
                 let xs: Vec<&B::Tensor> = inputs.iter().flatten().copied().collect();
-                let first = xs.first().ok_or_else(|| Error::msg("Concat needs at least one input"))?;
+                let first = xs
+                    .first()
+                    .ok_or_else(|| Error::msg("Concat needs at least one input"))?;
                 let axis = norm_axis(*axis, b.shape(first).len())?;
                 for t in &xs[1..] {
                     same_dtype(b, first, t, "Concat")?;
@@ -587,7 +804,10 @@ impl Op {
                     Some(t) => host_ints(b, t, "steps")?,
                     None => vec![1; starts.len()],
                 };
-                if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+                if ends.len() != starts.len()
+                    || axes.len() != starts.len()
+                    || steps.len() != starts.len()
+                {
                     bail!(
                         "starts, ends, axes and steps must have the same length, got {}, {}, {}, {}",
                         starts.len(),
@@ -596,8 +816,14 @@ impl Op {
                         steps.len()
                     );
                 }
-                let mut dims: Vec<SliceDim> =
-                    shape.iter().map(|&d| SliceDim { start: 0, step: 1, len: d }).collect();
+                let mut dims: Vec<SliceDim> = shape
+                    .iter()
+                    .map(|&d| SliceDim {
+                        start: 0,
+                        step: 1,
+                        len: d,
+                    })
+                    .collect();
                 let mut seen = vec![false; shape.len()];
                 for i in 0..starts.len() {
                     let a = norm_axis(axes[i], shape.len())?;
@@ -608,18 +834,27 @@ impl Op {
                 }
                 one(b.slice(x, &dims)?)
             }
-            Op::Split { axis, split, num_outputs } => {
+            Op::Split {
+                axis,
+                split,
+                num_outputs,
+            } => {
                 let x = input(inputs, 0)?;
                 let shape = b.shape(x).to_vec();
                 let axis = norm_axis(*axis, shape.len())?;
                 let dim = shape[axis];
                 let sizes: Vec<usize> = match (opt_input(inputs, 1), split) {
-                    (Some(t), _) => host_ints(b, t, "split")?.iter().map(|&s| s.max(0) as usize).collect(),
+                    (Some(t), _) => host_ints(b, t, "split")?
+                        .iter()
+                        .map(|&s| s.max(0) as usize)
+                        .collect(),
                     (None, Some(s)) => s.iter().map(|&s| s.max(0) as usize).collect(),
                     (None, None) => {
                         let n = num_outputs.unwrap_or(n_outputs).max(1);
                         let chunk = dim.div_ceil(n);
-                        (0..n).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
+                        (0..n)
+                            .map(|i| chunk.min(dim.saturating_sub(i * chunk)))
+                            .collect()
                     }
                 };
                 if sizes.iter().sum::<usize>() != dim {
@@ -628,9 +863,19 @@ impl Op {
                 let mut out = Vec::with_capacity(sizes.len());
                 let mut start = 0;
                 for len in sizes {
-                    let mut dims: Vec<SliceDim> =
-                        shape.iter().map(|&d| SliceDim { start: 0, step: 1, len: d }).collect();
-                    dims[axis] = SliceDim { start, step: 1, len };
+                    let mut dims: Vec<SliceDim> = shape
+                        .iter()
+                        .map(|&d| SliceDim {
+                            start: 0,
+                            step: 1,
+                            len: d,
+                        })
+                        .collect();
+                    dims[axis] = SliceDim {
+                        start,
+                        step: 1,
+                        len,
+                    };
                     out.push(Some(b.slice(x, &dims)?));
                     start += len;
                 }
@@ -648,10 +893,18 @@ impl Op {
                         let axes = norm_axes(&axes, shape.len())?;
                         for &a in &axes {
                             if shape[a] != 1 {
-                                bail!("cannot squeeze axis {a} of size {} (shape {shape:?})", shape[a]);
+                                bail!(
+                                    "cannot squeeze axis {a} of size {} (shape {shape:?})",
+                                    shape[a]
+                                );
                             }
                         }
-                        shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
+                        shape
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| !axes.contains(i))
+                            .map(|(_, &d)| d)
+                            .collect()
                     }
                     None => shape.iter().copied().filter(|&d| d != 1).collect(),
                 };
@@ -662,13 +915,21 @@ impl Op {
                 let shape = b.shape(x).to_vec();
                 let axes = match opt_input(inputs, 1) {
                     Some(t) => host_ints(b, t, "axes")?,
-                    None => axes.clone().ok_or_else(|| Error::msg("Unsqueeze needs axes"))?,
+                    None => axes
+                        .clone()
+                        .ok_or_else(|| Error::msg("Unsqueeze needs axes"))?,
                 };
                 let out_rank = shape.len() + axes.len();
                 let axes = norm_axes(&axes, out_rank)?;
                 let mut rest = shape.iter();
                 let new_shape: Vec<usize> = (0..out_rank)
-                    .map(|i| if axes.contains(&i) { 1 } else { rest.next().copied().unwrap_or(1) })
+                    .map(|i| {
+                        if axes.contains(&i) {
+                            1
+                        } else {
+                            rest.next().copied().unwrap_or(1)
+                        }
+                    })
                     .collect();
                 one(b.reshape(x, new_shape)?)
             }
@@ -699,7 +960,10 @@ impl Op {
                 let shape = b.shape(x).to_vec();
                 let reps = host_ints(b, input(inputs, 1)?, "repeats")?;
                 if reps.len() != shape.len() || reps.iter().any(|&r| r < 0) {
-                    bail!("repeats {reps:?} must be {} non-negative values for shape {shape:?}", shape.len());
+                    bail!(
+                        "repeats {reps:?} must be {} non-negative values for shape {shape:?}",
+                        shape.len()
+                    );
                 }
                 // x[d0, d1] tiled [r0, r1] == reshape(expand(x as [1, d0, 1, d1], [r0, d0, r1, d1]))
                 let mut inter = Vec::with_capacity(2 * shape.len());
@@ -709,7 +973,11 @@ impl Op {
                     expanded.extend([r as usize, d]);
                 }
                 let y = b.expand(&b.reshape(x, inter)?, &expanded)?;
-                let out: Vec<usize> = shape.iter().zip(&reps).map(|(&d, &r)| d * r as usize).collect();
+                let out: Vec<usize> = shape
+                    .iter()
+                    .zip(&reps)
+                    .map(|(&d, &r)| d * r as usize)
+                    .collect();
                 one(b.reshape(&y, out)?)
             }
             Op::Shape { start, end } => {
@@ -736,8 +1004,11 @@ impl Op {
             Op::Range => {
                 let (s, l, d) = (input(inputs, 0)?, input(inputs, 1)?, input(inputs, 2)?);
                 let dtype = b.dtype(s);
-                let (start, limit, delta) =
-                    (host_f64(b, s, "start")?, host_f64(b, l, "limit")?, host_f64(b, d, "delta")?);
+                let (start, limit, delta) = (
+                    host_f64(b, s, "start")?,
+                    host_f64(b, l, "limit")?,
+                    host_f64(b, d, "delta")?,
+                );
                 if delta == 0.0 {
                     bail!("Range delta must not be 0");
                 }
@@ -787,7 +1058,12 @@ impl Op {
                 let xf = b.cast(x, DType::F32)?;
                 let mean = b.reduce(ReduceOp::Mean, &xf, &axes, true)?;
                 let d = b.binary(BinaryOp::Sub, &xf, &mean)?;
-                let var = b.reduce(ReduceOp::Mean, &b.binary(BinaryOp::Mul, &d, &d)?, &axes, true)?;
+                let var = b.reduce(
+                    ReduceOp::Mean,
+                    &b.binary(BinaryOp::Mul, &d, &d)?,
+                    &axes,
+                    true,
+                )?;
                 let eps_t = b.upload(&host_scalar(DType::F32, *eps as f64))?;
                 let std = b.unary(UnaryOp::Sqrt, &b.binary(BinaryOp::Add, &var, &eps_t)?)?;
                 let mut y = b.binary(BinaryOp::Div, &d, &std)?;
@@ -806,10 +1082,18 @@ impl Op {
                     let x3 = b.binary(BinaryOp::Mul, &b.binary(BinaryOp::Mul, x, x)?, x)?;
                     let t = b.binary(BinaryOp::Mul, &x3, &scalar_like(b, x, 0.044715)?)?;
                     let t = b.binary(BinaryOp::Add, x, &t)?;
-                    let t = b.binary(BinaryOp::Mul, &t, &scalar_like(b, x, (2.0 / std::f64::consts::PI).sqrt())?)?;
+                    let t = b.binary(
+                        BinaryOp::Mul,
+                        &t,
+                        &scalar_like(b, x, (2.0 / std::f64::consts::PI).sqrt())?,
+                    )?;
                     b.unary(UnaryOp::Tanh, &t)?
                 } else {
-                    let t = b.binary(BinaryOp::Mul, x, &scalar_like(b, x, std::f64::consts::FRAC_1_SQRT_2)?)?;
+                    let t = b.binary(
+                        BinaryOp::Mul,
+                        x,
+                        &scalar_like(b, x, std::f64::consts::FRAC_1_SQRT_2)?,
+                    )?;
                     b.unary(UnaryOp::Erf, &t)?
                 };
                 let y = b.binary(BinaryOp::Add, &inner, &one_t)?;
@@ -818,7 +1102,13 @@ impl Op {
             }
             Op::HardSwish => {
                 let x = input(inputs, 0)?;
-                let hs = b.unary(UnaryOp::HardSigmoid { alpha: 1.0 / 6.0, beta: 0.5 }, x)?;
+                let hs = b.unary(
+                    UnaryOp::HardSigmoid {
+                        alpha: 1.0 / 6.0,
+                        beta: 0.5,
+                    },
+                    x,
+                )?;
                 one(b.binary(BinaryOp::Mul, x, &hs)?)
             }
         }
@@ -840,7 +1130,10 @@ pub fn reshape_target(shape: &[usize], spec: &[i64], allowzero: bool) -> Result<
             }
             0 if !allowzero => match shape.get(i) {
                 Some(&s) => out.push(s),
-                None => bail!("reshape spec {spec:?} copies dim {i} (0) but the input {shape:?} has rank {}", shape.len()),
+                None => bail!(
+                    "reshape spec {spec:?} copies dim {i} (0) but the input {shape:?} has rank {}",
+                    shape.len()
+                ),
             },
             d if d < 0 => bail!("reshape spec {spec:?} has invalid dim {d}"),
             d => out.push(d as usize),
@@ -848,7 +1141,7 @@ pub fn reshape_target(shape: &[usize], spec: &[i64], allowzero: bool) -> Result<
     }
     if let Some(i) = infer {
         let known: usize = out.iter().product();
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             bail!("cannot reshape {shape:?} ({numel} elements) to {spec:?}");
         }
         out[i] = numel / known;
@@ -860,11 +1153,21 @@ pub fn reshape_target(shape: &[usize], spec: &[i64], allowzero: bool) -> Result<
 }
 
 /// ArgMax / ArgMin on the host (rare in decoders; not worth a backend primitive).
-fn arg_extreme(x: &Tensor, axis: i64, keepdims: bool, max: bool, select_last: bool) -> Result<Tensor> {
+fn arg_extreme(
+    x: &Tensor,
+    axis: i64,
+    keepdims: bool,
+    max: bool,
+    select_last: bool,
+) -> Result<Tensor> {
     let shape = x.shape().to_vec();
     let axis = norm_axis(axis, shape.len())?;
     let v = match x.dtype() {
-        DType::I64 => x.to_i64_vec()?.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        DType::I64 => x
+            .to_i64_vec()?
+            .iter()
+            .map(|&v| v as f64)
+            .collect::<Vec<_>>(),
         _ => x.to_f32_vec().iter().map(|&v| v as f64).collect(),
     };
     let outer: usize = shape[..axis].iter().product();

@@ -33,7 +33,13 @@ const MODEL_PATH: &str = "onnx_ops_test.onnx";
 /// infinities must match exactly. Reports the first bad index with both values.
 #[track_caller]
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "got {} values, want {}: got {got:?}, want {want:?}", got.len(), want.len());
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "got {} values, want {}: got {got:?}, want {want:?}",
+        got.len(),
+        want.len()
+    );
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let ok = if w.is_nan() {
             g.is_nan()
@@ -42,7 +48,10 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
         } else {
             (g - w).abs() <= tol * w.abs().max(1.0)
         };
-        assert!(ok, "index {i}: got {g}, want {w} (tolerance {tol})\n  got:  {got:?}\n  want: {want:?}");
+        assert!(
+            ok,
+            "index {i}: got {g}, want {w} (tolerance {tol})\n  got:  {got:?}\n  want: {want:?}"
+        );
     }
 }
 
@@ -67,14 +76,20 @@ pub fn boolt(shape: &[usize], v: &[bool]) -> Tensor {
 
 /// An f16 tensor of the nearest f16 values of `v`.
 pub fn f16t(shape: &[usize], v: &[f32]) -> Tensor {
-    Tensor::new(shape.to_vec(), Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()))
-        .expect("f16 tensor")
+    Tensor::new(
+        shape.to_vec(),
+        Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+    )
+    .expect("f16 tensor")
 }
 
 /// A bf16 tensor of the nearest bf16 values of `v`.
 pub fn bf16t(shape: &[usize], v: &[f32]) -> Tensor {
-    Tensor::new(shape.to_vec(), Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()))
-        .expect("bf16 tensor")
+    Tensor::new(
+        shape.to_vec(),
+        Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+    )
+    .expect("bf16 tensor")
 }
 
 /// A float tensor of `dtype` (f32, f16 or bf16).
@@ -146,31 +161,53 @@ pub fn expect_bool(t: &Tensor, shape: &[usize], want: &[bool]) {
 // Attributes
 
 fn attr(name: &str, ty: pb::attribute_proto::AttributeType) -> pb::AttributeProto {
-    pb::AttributeProto { name: Some(name.into()), r#type: Some(ty as i32), ..Default::default() }
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(ty as i32),
+        ..Default::default()
+    }
 }
 
 pub fn attr_i(name: &str, v: i64) -> pb::AttributeProto {
-    pb::AttributeProto { i: Some(v), ..attr(name, pb::attribute_proto::AttributeType::Int) }
+    pb::AttributeProto {
+        i: Some(v),
+        ..attr(name, pb::attribute_proto::AttributeType::Int)
+    }
 }
 
 pub fn attr_f(name: &str, v: f32) -> pb::AttributeProto {
-    pb::AttributeProto { f: Some(v), ..attr(name, pb::attribute_proto::AttributeType::Float) }
+    pb::AttributeProto {
+        f: Some(v),
+        ..attr(name, pb::attribute_proto::AttributeType::Float)
+    }
 }
 
 pub fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
-    pb::AttributeProto { ints: v.to_vec(), ..attr(name, pb::attribute_proto::AttributeType::Ints) }
+    pb::AttributeProto {
+        ints: v.to_vec(),
+        ..attr(name, pb::attribute_proto::AttributeType::Ints)
+    }
 }
 
 pub fn attr_floats(name: &str, v: &[f32]) -> pb::AttributeProto {
-    pb::AttributeProto { floats: v.to_vec(), ..attr(name, pb::attribute_proto::AttributeType::Floats) }
+    pb::AttributeProto {
+        floats: v.to_vec(),
+        ..attr(name, pb::attribute_proto::AttributeType::Floats)
+    }
 }
 
 pub fn attr_s(name: &str, v: &str) -> pb::AttributeProto {
-    pb::AttributeProto { s: Some(v.as_bytes().to_vec()), ..attr(name, pb::attribute_proto::AttributeType::String) }
+    pb::AttributeProto {
+        s: Some(v.as_bytes().to_vec()),
+        ..attr(name, pb::attribute_proto::AttributeType::String)
+    }
 }
 
 pub fn attr_t(name: &str, t: &Tensor) -> pb::AttributeProto {
-    pb::AttributeProto { t: Some(tensor_to_proto(name, t)), ..attr(name, pb::attribute_proto::AttributeType::Tensor) }
+    pb::AttributeProto {
+        t: Some(tensor_to_proto(name, t)),
+        ..attr(name, pb::attribute_proto::AttributeType::Tensor)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,13 +223,20 @@ fn value_info(name: &str, t: Option<&Tensor>) -> pb::ValueInfoProto {
                 dim: t
                     .shape()
                     .iter()
-                    .map(|&d| Dimension { value: Some(Value::DimValue(d as i64)), ..Default::default() })
+                    .map(|&d| Dimension {
+                        value: Some(Value::DimValue(d as i64)),
+                        ..Default::default()
+                    })
                     .collect(),
             }),
         })),
         ..Default::default()
     });
-    pb::ValueInfoProto { name: Some(name.into()), r#type, ..Default::default() }
+    pb::ValueInfoProto {
+        name: Some(name.into()),
+        r#type,
+        ..Default::default()
+    }
 }
 
 /// A hand-assembled ONNX graph plus the values to feed its inputs.
@@ -283,7 +327,11 @@ impl Graph {
     pub fn run(&self, threads: usize) -> Result<Vec<Tensor>> {
         let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
         let exec = Executor::new(&model, CpuBackend::new(threads)?)?;
-        let feeds: Vec<(&str, Tensor)> = self.feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let feeds: Vec<(&str, Tensor)> = self
+            .feeds
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.clone()))
+            .collect();
         exec.run(&feeds)
     }
 }
@@ -367,8 +415,14 @@ pub fn run1(op_type: &str, args: Vec<Arg>, attrs: Vec<pb::AttributeProto>) -> Te
 }
 
 #[track_caller]
-pub fn run1_opset(op_type: &str, args: Vec<Arg>, attrs: Vec<pb::AttributeProto>, opset: i64) -> Tensor {
-    let mut out = run_node(op_type, "", args, attrs, 1, opset).unwrap_or_else(|e| panic!("{op_type}: {e}"));
+pub fn run1_opset(
+    op_type: &str,
+    args: Vec<Arg>,
+    attrs: Vec<pb::AttributeProto>,
+    opset: i64,
+) -> Tensor {
+    let mut out =
+        run_node(op_type, "", args, attrs, 1, opset).unwrap_or_else(|e| panic!("{op_type}: {e}"));
     assert_eq!(out.len(), 1);
     out.remove(0)
 }
@@ -416,5 +470,7 @@ pub fn naive_matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f
 
 /// Small integer-valued test data in -`span`..=`span` (exact in every float type and sum).
 pub fn small_ints(n: usize, seed: usize, span: usize) -> Vec<f32> {
-    (0..n).map(|i| ((i * 7 + seed * 13 + 3) % (2 * span + 1)) as f32 - span as f32).collect()
+    (0..n)
+        .map(|i| ((i * 7 + seed * 13 + 3) % (2 * span + 1)) as f32 - span as f32)
+        .collect()
 }
