@@ -70,6 +70,9 @@ enum Command {
         /// Recompute the whole sequence every step instead of using the KV cache.
         #[arg(long)]
         no_kv_cache: bool,
+        /// Do not stop on end-of-sequence ids (always generate --max-tokens; for timing).
+        #[arg(long)]
+        ignore_eos: bool,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -121,6 +124,7 @@ fn run(cli: Cli) -> Result<()> {
             max_tokens,
             threads,
             no_kv_cache,
+            ignore_eos,
             json,
         } => {
             let package = Package::open(&model)?;
@@ -134,10 +138,14 @@ fn run(cli: Cli) -> Result<()> {
             if ids.is_empty() {
                 anyhow::bail!("the prompt encodes to no tokens");
             }
-            let eos = package
-                .eos_token_ids()
-                .or_else(|| codec.eos_token_id().map(|i| vec![i]))
-                .unwrap_or_default();
+            let eos = if ignore_eos {
+                Vec::new()
+            } else {
+                package
+                    .eos_token_ids()
+                    .or_else(|| codec.eos_token_id().map(|i| vec![i]))
+                    .unwrap_or_default()
+            };
             let session = Session::new(&package, CpuBackend::new(threads)?)?;
             let opts = GenerateOptions {
                 max_new_tokens: max_tokens,
@@ -161,6 +169,7 @@ fn run(cli: Cli) -> Result<()> {
                     "text": out_text,
                     "prefill_ms": g.prefill_ms,
                     "decode_tok_s": tok_s,
+                    "threads": session.backend().threads(),
                     "stopped_on_eos": g.stopped_on_eos,
                 });
                 println!("{v}");
