@@ -74,7 +74,11 @@ impl Decode {
             model_sha256: &self.model_sha256,
             prompt_ids: &self.prompt_ids,
             generated_ids: &self.generated_ids,
-            steps: self.steps.iter().map(|s| JsonStep { top: &s.top }).collect(),
+            steps: self
+                .steps
+                .iter()
+                .map(|s| JsonStep { top: &s.top })
+                .collect(),
         };
         // Plain data (strings, integers, finite floats): serialisation cannot fail.
         serde_json::to_string(&doc).unwrap_or_default()
@@ -86,9 +90,17 @@ pub fn top_k(logits: &[f32], k: usize) -> Result<Vec<(u32, f32)>> {
     if let Some(i) = logits.iter().position(|v| v.is_nan()) {
         return Err(Error::msg(format!("logit {i} is NaN")));
     }
-    let mut all: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
+    let mut all: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (i as u32, v))
+        .collect();
     // No NaN is left, so `partial_cmp` is total here (and -0 ties with +0).
-    all.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+    all.sort_by(|a, b| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    });
     all.truncate(k);
     Ok(all)
 }
@@ -110,40 +122,73 @@ impl Oracle {
     /// `decoder.filename`, default `model.onnx`), I/O resolution, end-of-sequence ids.
     pub fn open(dir: &Path) -> Result<Oracle> {
         if !dir.is_dir() {
-            return Err(Error::package(dir, "model package directory does not exist"));
+            return Err(Error::package(
+                dir,
+                "model package directory does not exist",
+            ));
         }
         let sidecar = package::read_sidecar(dir)?;
         let genai = package::read_genai(dir)?;
-        let file = genai.as_ref().and_then(|g| g.model.decoder.filename.clone()).unwrap_or_else(|| "model.onnx".into());
+        let file = genai
+            .as_ref()
+            .and_then(|g| g.model.decoder.filename.clone())
+            .unwrap_or_else(|| "model.onnx".into());
         let model_path = dir.join(&file);
         if !model_path.is_file() {
-            return Err(Error::package(&model_path, "model file not found in the package"));
+            return Err(Error::package(
+                &model_path,
+                "model file not found in the package",
+            ));
         }
-        let model_sha256 = package::sha256_file(&model_path)?;
         let model = Model::load(&model_path)?;
+        let model_sha256 = package::model_sha256(&model_path, &model.external_files)?;
         let sidecar_name = sidecar
             .as_ref()
             .and_then(|(p, _)| p.file_name())
-            .map_or("inference_metadata.yaml".to_string(), |n| n.to_string_lossy().into_owned());
-        let io = package::resolve_io(&model.inputs, &model.outputs, sidecar.as_ref().map(|(_, s)| s), genai.as_ref(), &sidecar_name)
-            .map_err(|m| Error::package(&model_path, m))?;
-        let i32_inputs =
-            model.inputs.iter().filter(|p| p.elem_type == DType::I32.to_onnx()).map(|p| p.name.clone()).collect();
+            .map_or("inference_metadata.yaml".to_string(), |n| {
+                n.to_string_lossy().into_owned()
+            });
+        let io = package::resolve_io(
+            &model.inputs,
+            &model.outputs,
+            sidecar.as_ref().map(|(_, s)| s),
+            genai.as_ref(),
+            &sidecar_name,
+        )
+        .map_err(|m| Error::package(&model_path, m))?;
+        let i32_inputs = model
+            .inputs
+            .iter()
+            .filter(|p| p.elem_type == DType::I32.to_onnx())
+            .map(|p| p.name.clone())
+            .collect();
         let graph = Graph::new(model)?;
-        let eos_ids = match package::eos_from_configs(sidecar.as_ref().map(|(_, s)| s), genai.as_ref(), &dir.join("genai_config.json"))? {
+        let eos_ids = match package::eos_from_configs(
+            sidecar.as_ref().map(|(_, s)| s),
+            genai.as_ref(),
+            &dir.join("genai_config.json"),
+        )? {
             Some(ids) => ids,
             None => {
                 // Last resort: tokenizer_config.json's eos_token, looked up in tokenizer.json.
                 let config = TokenizerConfig::read(dir)?;
                 match config.eos_token {
-                    Some(token) if dir.join("tokenizer.json").is_file() => {
-                        Tokenizer::open(dir)?.token_to_id(&token).into_iter().collect()
-                    }
+                    Some(token) if dir.join("tokenizer.json").is_file() => Tokenizer::open(dir)?
+                        .token_to_id(&token)
+                        .into_iter()
+                        .collect(),
                     _ => Vec::new(),
                 }
             }
         };
-        Ok(Oracle { dir: dir.to_path_buf(), graph, io, eos_ids, model_sha256, i32_inputs })
+        Ok(Oracle {
+            dir: dir.to_path_buf(),
+            graph,
+            io,
+            eos_ids,
+            model_sha256,
+            i32_inputs,
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -159,20 +204,31 @@ impl Oracle {
         &self.eos_ids
     }
 
-    /// Hex sha256 of the model file.
+    /// The package hash: sha256 over the model file then its external data files (sorted).
     pub fn model_sha256(&self) -> &str {
         &self.model_sha256
     }
 
     /// A cache with no positions (`[1, kv_heads, 0, head_dim]` per layer).
     pub fn empty_cache(&self) -> Result<KvCache> {
-        let empty = OTensor::new(vec![1, self.io.kv_heads, 0, self.io.head_dim], self.io.kv_dtype, Data::F32(vec![]))?;
-        Ok(KvCache { layers: vec![(empty.clone(), empty); self.io.layers.len()], len: 0 })
+        let empty = OTensor::new(
+            vec![1, self.io.kv_heads, 0, self.io.head_dim],
+            self.io.kv_dtype,
+            Data::F32(vec![]),
+        )?;
+        Ok(KvCache {
+            layers: vec![(empty.clone(), empty); self.io.layers.len()],
+            len: 0,
+        })
     }
 
     /// An integer graph input in its declared type.
     fn int_input(&self, name: &str, shape: Vec<usize>, values: Vec<i64>) -> Result<OTensor> {
-        let dtype = if self.i32_inputs.iter().any(|n| n == name) { DType::I32 } else { DType::I64 };
+        let dtype = if self.i32_inputs.iter().any(|n| n == name) {
+            DType::I32
+        } else {
+            DType::I64
+        };
         OTensor::new(shape, dtype, Data::I64(values))
     }
 
@@ -184,14 +240,24 @@ impl Oracle {
             return Err(Error::msg("forward needs at least one token"));
         }
         if past.layers.len() != self.io.layers.len() {
-            return Err(Error::msg(format!("the cache has {} layers, the model {}", past.layers.len(), self.io.layers.len())));
+            return Err(Error::msg(format!(
+                "the cache has {} layers, the model {}",
+                past.layers.len(),
+                self.io.layers.len()
+            )));
         }
         let (s, total) = (ids.len(), past.len + ids.len());
         let mut feeds = HashMap::new();
         let ids64 = ids.iter().map(|&i| i as i64).collect();
-        feeds.insert(self.io.token_input.clone(), self.int_input(&self.io.token_input, vec![1, s], ids64)?);
+        feeds.insert(
+            self.io.token_input.clone(),
+            self.int_input(&self.io.token_input, vec![1, s], ids64)?,
+        );
         if let Some(name) = &self.io.attention_mask {
-            feeds.insert(name.clone(), self.int_input(name, vec![1, total], vec![1; total])?);
+            feeds.insert(
+                name.clone(),
+                self.int_input(name, vec![1, total], vec![1; total])?,
+            );
         }
         if let Some(name) = &self.io.position_ids {
             let pos = (past.len..total).map(|p| p as i64).collect();
@@ -203,12 +269,18 @@ impl Oracle {
         }
         let mut outs = self.graph.run(feeds)?;
         let mut take = |name: &str| {
-            outs.remove(name).ok_or_else(|| Error::msg(format!("graph output {name:?} is missing")))
+            outs.remove(name)
+                .ok_or_else(|| Error::msg(format!("graph output {name:?} is missing")))
         };
         let logits = take(&self.io.logits)?;
         let vocab = match logits.shape.last() {
             Some(&v) if v > 0 && logits.numel() % v == 0 && logits.numel() >= v => v,
-            _ => return Err(Error::msg(format!("logits output {} has shape {:?}", self.io.logits, logits.shape))),
+            _ => {
+                return Err(Error::msg(format!(
+                    "logits output {} has shape {:?}",
+                    self.io.logits, logits.shape
+                )));
+            }
         };
         let all = logits.f32s()?;
         let last = all[all.len() - vocab..].to_vec();
@@ -253,7 +325,10 @@ impl Oracle {
                 [a, b, ..] => a.1 as f64 - b.1 as f64,
                 _ => f64::INFINITY,
             };
-            let next = top.first().ok_or_else(|| Error::msg("the logits are empty"))?.0;
+            let next = top
+                .first()
+                .ok_or_else(|| Error::msg("the logits are empty"))?
+                .0;
             out.steps.push(Step { top, margin });
             out.generated_ids.push(next);
             if self.eos_ids.contains(&next) {

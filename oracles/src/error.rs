@@ -7,17 +7,31 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: cannot decode the ONNX protobuf: {source}", path.display())]
-    Decode { path: PathBuf, source: prost::DecodeError },
+    Decode {
+        path: PathBuf,
+        source: prost::DecodeError,
+    },
     /// A problem with a file of the model package (model, sidecar, config, tokenizer).
     #[error("{}: {message}", path.display())]
     Package { path: PathBuf, message: String },
     #[error("{}: initializer {tensor:?}: {message}", path.display())]
-    Initializer { path: PathBuf, tensor: String, message: String },
+    Initializer {
+        path: PathBuf,
+        tensor: String,
+        message: String,
+    },
     /// A node of a loaded graph failed.
     #[error("node {node} ({op}): {message}")]
-    Node { node: String, op: String, message: String },
+    Node {
+        node: String,
+        op: String,
+        message: String,
+    },
     /// An op failed outside a graph ([`crate::run_op`]).
     #[error("{op}: {message}")]
     Op { op: String, message: String },
@@ -31,11 +45,17 @@ impl Error {
     }
 
     pub fn io(path: &Path, source: std::io::Error) -> Error {
-        Error::Io { path: path.to_path_buf(), source }
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 
     pub fn package(path: &Path, message: impl Into<String>) -> Error {
-        Error::Package { path: path.to_path_buf(), message: message.into() }
+        Error::Package {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
     }
 
     /// The message without the op prefix, so a caller can re-wrap it with the node name.

@@ -12,7 +12,6 @@ use crate::ops::{self, run_op_with};
 use crate::tensor::OTensor;
 
 /// A model ready to run.
-#[derive(Debug)]
 pub struct Graph {
     pub opset: i64,
     pub inputs: Vec<Port>,
@@ -32,12 +31,21 @@ impl Graph {
             .nodes
             .iter()
             .filter(|n| !ops::is_supported(&n.domain, &n.op_type))
-            .map(|n| if n.domain.is_empty() { n.op_type.clone() } else { format!("{}::{}", n.domain, n.op_type) })
+            .map(|n| {
+                if n.domain.is_empty() {
+                    n.op_type.clone()
+                } else {
+                    format!("{}::{}", n.domain, n.op_type)
+                }
+            })
             .collect();
         if !unsupported.is_empty() {
             return Err(Error::package(
                 &model.path,
-                format!("the oracle does not implement {}", unsupported.into_iter().collect::<Vec<_>>().join(", ")),
+                format!(
+                    "the oracle does not implement {}",
+                    unsupported.into_iter().collect::<Vec<_>>().join(", ")
+                ),
             ));
         }
         let order = topological_order(&model)?;
@@ -48,16 +56,24 @@ impl Graph {
         let mut nodes = Vec::new();
         for i in order {
             let node = &model.nodes[i];
-            let foldable = node
-                .inputs
-                .iter()
-                .all(|n| n.is_empty() || (!input_names.contains(n.as_str()) && constants.contains_key(n)));
+            let foldable = node.inputs.iter().all(|n| {
+                n.is_empty() || (!input_names.contains(n.as_str()) && constants.contains_key(n))
+            });
             if !foldable {
                 nodes.push(node.clone());
                 continue;
             }
-            let inputs: Vec<Option<OTensor>> =
-                node.inputs.iter().map(|n| if n.is_empty() { None } else { constants.get(n).cloned() }).collect();
+            let inputs: Vec<Option<OTensor>> = node
+                .inputs
+                .iter()
+                .map(|n| {
+                    if n.is_empty() {
+                        None
+                    } else {
+                        constants.get(n).cloned()
+                    }
+                })
+                .collect();
             let outs = run_op_with(
                 &node.op_type,
                 &node.domain,
@@ -87,7 +103,14 @@ impl Graph {
                 frees[i].push(name.to_string());
             }
         }
-        Ok(Graph { opset: model.opset, inputs: model.inputs, outputs: model.outputs, nodes, constants, frees })
+        Ok(Graph {
+            opset: model.opset,
+            inputs: model.inputs,
+            outputs: model.outputs,
+            nodes,
+            constants,
+            frees,
+        })
     }
 
     /// Runs the graph on `feeds` (graph input name → value) and returns every graph output.
@@ -96,7 +119,11 @@ impl Graph {
             if !self.inputs.iter().any(|p| &p.name == name) {
                 return Err(Error::msg(format!(
                     "{name:?} is not a graph input (inputs: {})",
-                    self.inputs.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                    self.inputs
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
@@ -118,8 +145,16 @@ impl Graph {
                 })?;
                 inputs.push(Some(v.clone()));
             }
-            let outs = run_op_with(&node.op_type, &node.domain, &node.attributes, &inputs, node.outputs.len(), self.opset, None)
-                .map_err(|e| node_error(node, e))?;
+            let outs = run_op_with(
+                &node.op_type,
+                &node.domain,
+                &node.attributes,
+                &inputs,
+                node.outputs.len(),
+                self.opset,
+                None,
+            )
+            .map_err(|e| node_error(node, e))?;
             drop(inputs);
             for name in frees {
                 values.remove(name);
@@ -132,17 +167,35 @@ impl Graph {
         }
         let mut out = HashMap::new();
         for p in &self.outputs {
-            let v = values.get(&p.name).or_else(|| self.constants.get(&p.name)).ok_or_else(|| {
-                Error::msg(format!("graph output {:?} was not computed", p.name))
-            })?;
+            let v = values
+                .get(&p.name)
+                .or_else(|| self.constants.get(&p.name))
+                .ok_or_else(|| Error::msg(format!("graph output {:?} was not computed", p.name)))?;
             out.insert(p.name.clone(), v.clone());
         }
         Ok(out)
     }
 }
 
+impl std::fmt::Debug for Graph {
+    /// A summary: the constants are far too large to print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("opset", &self.opset)
+            .field("inputs", &self.inputs.len())
+            .field("outputs", &self.outputs.len())
+            .field("nodes", &self.nodes.len())
+            .field("constants", &self.constants.len())
+            .finish()
+    }
+}
+
 fn node_error(node: &Node, e: Error) -> Error {
-    Error::Node { node: node.name.clone(), op: node.op_type.clone(), message: e.into_message() }
+    Error::Node {
+        node: node.name.clone(),
+        op: node.op_type.clone(),
+        message: e.into_message(),
+    }
 }
 
 /// Kahn's algorithm; among ready nodes the one earliest in the file goes first. Errors on an input
@@ -152,12 +205,19 @@ fn topological_order(model: &Model) -> Result<Vec<usize>> {
     for (i, n) in model.nodes.iter().enumerate() {
         for o in n.outputs.iter().filter(|o| !o.is_empty()) {
             if producer.insert(o, i).is_some() || model.initializers.contains_key(o) {
-                return Err(node_error(n, Error::msg(format!("output {o:?} is produced twice"))));
+                return Err(node_error(
+                    n,
+                    Error::msg(format!("output {o:?} is produced twice")),
+                ));
             }
         }
     }
-    let available: HashSet<&str> =
-        model.inputs.iter().map(|p| p.name.as_str()).chain(model.initializers.keys().map(String::as_str)).collect();
+    let available: HashSet<&str> = model
+        .inputs
+        .iter()
+        .map(|p| p.name.as_str())
+        .chain(model.initializers.keys().map(String::as_str))
+        .collect();
     let mut waiting = vec![0usize; model.nodes.len()];
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); model.nodes.len()];
     for (i, n) in model.nodes.iter().enumerate() {
@@ -173,7 +233,9 @@ fn topological_order(model: &Model) -> Result<Vec<usize>> {
                 None => {
                     return Err(node_error(
                         n,
-                        Error::msg(format!("input {inp:?} is not produced by any node, graph input or initializer")),
+                        Error::msg(format!(
+                            "input {inp:?} is not produced by any node, graph input or initializer"
+                        )),
                     ));
                 }
             }
@@ -181,10 +243,15 @@ fn topological_order(model: &Model) -> Result<Vec<usize>> {
     }
     for o in &model.outputs {
         if !available.contains(o.name.as_str()) && !producer.contains_key(o.name.as_str()) {
-            return Err(Error::package(&model.path, format!("graph output {:?} is not produced by any node", o.name)));
+            return Err(Error::package(
+                &model.path,
+                format!("graph output {:?} is not produced by any node", o.name),
+            ));
         }
     }
-    let mut ready: BTreeSet<usize> = (0..model.nodes.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut ready: BTreeSet<usize> = (0..model.nodes.len())
+        .filter(|&i| waiting[i] == 0)
+        .collect();
     let mut order = Vec::with_capacity(model.nodes.len());
     while let Some(i) = ready.pop_first() {
         order.push(i);
@@ -196,9 +263,14 @@ fn topological_order(model: &Model) -> Result<Vec<usize>> {
         }
     }
     if order.len() != model.nodes.len() {
-        let stuck = (0..model.nodes.len()).find(|&i| waiting[i] > 0).map(|i| &model.nodes[i]);
+        let stuck = (0..model.nodes.len())
+            .find(|&i| waiting[i] > 0)
+            .map(|i| &model.nodes[i]);
         let name = stuck.map_or("?".to_string(), |n| format!("{} ({})", n.name, n.op_type));
-        return Err(Error::package(&model.path, format!("the graph has a cycle through node {name}")));
+        return Err(Error::package(
+            &model.path,
+            format!("the graph has a cycle through node {name}"),
+        ));
     }
     Ok(order)
 }

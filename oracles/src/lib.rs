@@ -9,6 +9,7 @@
 //! By invariant 2 of DESIGN.md this crate shares no code with `engine`: it depends on `onnx-pb`
 //! (the generated protobuf types) and general crates only.
 
+pub mod compare;
 pub mod decode;
 pub mod error;
 pub mod graph;

@@ -48,23 +48,29 @@ pub struct Model {
     pub outputs: Vec<Port>,
     pub nodes: Vec<Node>,
     pub initializers: HashMap<String, OTensor>,
+    /// External data files the initializers were read from, sorted by name.
+    pub external_files: Vec<String>,
 }
 
 impl Model {
     /// Reads and decodes `path`; external data files are looked up in its directory.
     pub fn load(path: &Path) -> Result<Model> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let proto = pb::ModelProto::decode(bytes.as_slice())
-            .map_err(|source| Error::Decode { path: path.to_path_buf(), source })?;
+        let proto = pb::ModelProto::decode(bytes.as_slice()).map_err(|source| Error::Decode {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Model::from_proto(&proto, path)
     }
 
     /// Builds a model from a decoded proto; `path` names errors and locates external data.
     pub fn from_proto(proto: &pb::ModelProto, path: &Path) -> Result<Model> {
-        let graph = proto
-            .graph
-            .as_ref()
-            .ok_or_else(|| Error::package(path, "the model has no graph (truncated or not an ONNX model)"))?;
+        let graph = proto.graph.as_ref().ok_or_else(|| {
+            Error::package(
+                path,
+                "the model has no graph (truncated or not an ONNX model)",
+            )
+        })?;
         let opset = proto
             .opset_import
             .iter()
@@ -72,7 +78,11 @@ impl Model {
             .and_then(|o| o.version)
             .ok_or_else(|| Error::package(path, "the model imports no default-domain opset"))?;
         if let Some(s) = graph.sparse_initializer.first() {
-            let name = s.values.as_ref().map(|v| v.name().to_string()).unwrap_or_default();
+            let name = s
+                .values
+                .as_ref()
+                .map(|v| v.name().to_string())
+                .unwrap_or_default();
             return Err(Error::Initializer {
                 path: path.to_path_buf(),
                 tensor: name,
@@ -82,30 +92,54 @@ impl Model {
         let mut external = ExternalData::new(path.parent().unwrap_or(Path::new(".")));
         let mut initializers = HashMap::new();
         for t in &graph.initializer {
-            let tensor = tensor_from_proto(t, Some(&mut external)).map_err(|message| Error::Initializer {
-                path: path.to_path_buf(),
-                tensor: t.name().to_string(),
-                message,
+            let tensor = tensor_from_proto(t, Some(&mut external)).map_err(|message| {
+                Error::Initializer {
+                    path: path.to_path_buf(),
+                    tensor: t.name().to_string(),
+                    message,
+                }
             })?;
             initializers.insert(t.name().to_string(), tensor);
         }
-        let inputs =
-            graph.input.iter().filter(|v| !initializers.contains_key(v.name())).map(port_from_proto).collect();
+        let inputs = graph
+            .input
+            .iter()
+            .filter(|v| !initializers.contains_key(v.name()))
+            .map(port_from_proto)
+            .collect();
         let outputs = graph.output.iter().map(port_from_proto).collect();
         let nodes = graph
             .node
             .iter()
             .enumerate()
             .map(|(i, n)| Node {
-                name: if n.name().is_empty() { format!("#{i}") } else { n.name().to_string() },
+                name: if n.name().is_empty() {
+                    format!("#{i}")
+                } else {
+                    n.name().to_string()
+                },
                 op_type: n.op_type().to_string(),
-                domain: if n.domain() == "ai.onnx" { String::new() } else { n.domain().to_string() },
+                domain: if n.domain() == "ai.onnx" {
+                    String::new()
+                } else {
+                    n.domain().to_string()
+                },
                 inputs: n.input.clone(),
                 outputs: n.output.clone(),
                 attributes: n.attribute.clone(),
             })
             .collect();
-        Ok(Model { path: path.to_path_buf(), opset, inputs, outputs, nodes, initializers })
+        let mut external_files: Vec<String> = external.files.into_keys().collect();
+        external_files.sort();
+        Ok(Model {
+            path: path.to_path_buf(),
+            opset,
+            inputs,
+            outputs,
+            nodes,
+            initializers,
+            external_files,
+        })
     }
 }
 
@@ -126,7 +160,11 @@ fn port_from_proto(v: &pb::ValueInfoProto) -> Port {
         }
         _ => (0, None),
     };
-    Port { name: v.name().to_string(), elem_type, dims }
+    Port {
+        name: v.name().to_string(),
+        elem_type,
+        dims,
+    }
 }
 
 /// External data files, opened on first use, confined to the model directory.
@@ -137,7 +175,10 @@ pub struct ExternalData {
 
 impl ExternalData {
     pub fn new(dir: &Path) -> ExternalData {
-        ExternalData { dir: dir.to_path_buf(), files: HashMap::new() }
+        ExternalData {
+            dir: dir.to_path_buf(),
+            files: HashMap::new(),
+        }
     }
 
     /// Reads `length` bytes at `offset` of `location`.
@@ -145,19 +186,27 @@ impl ExternalData {
         let rel = Path::new(location);
         if location.is_empty()
             || rel.is_absolute()
-            || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+            || rel
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(format!("external data location {location:?} must be a relative path inside the model directory"));
+            return Err(format!(
+                "external data location {location:?} must be a relative path inside the model directory"
+            ));
         }
         let path = self.dir.join(rel);
         if !self.files.contains_key(location) {
-            let f = File::open(&path).map_err(|e| format!("cannot open external data file {}: {e}", path.display()))?;
+            let f = File::open(&path)
+                .map_err(|e| format!("cannot open external data file {}: {e}", path.display()))?;
             self.files.insert(location.to_string(), f);
         }
         let Some(file) = self.files.get_mut(location) else {
             return Err(format!("external data file {} vanished", path.display()));
         };
-        let file_len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        let file_len = file
+            .metadata()
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .len();
         let end = offset.checked_add(length).filter(|&e| e <= file_len).ok_or_else(|| {
             format!(
                 "external data file {} has {file_len} bytes; bytes {offset}..{} are out of range",
@@ -166,8 +215,10 @@ impl ExternalData {
             )
         })?;
         let mut buf = vec![0u8; (end - offset) as usize];
-        file.seek(SeekFrom::Start(offset)).map_err(|e| format!("{}: {e}", path.display()))?;
-        file.read_exact(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.read_exact(&mut buf)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(buf)
     }
 }
@@ -186,13 +237,31 @@ fn elem_size(dtype: DType) -> usize {
 fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Data {
     let chunks = |n: usize| bytes.chunks_exact(n);
     match dtype {
-        DType::F32 => Data::F32(chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
-        DType::F16 => Data::F32(chunks(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()),
-        DType::BF16 => Data::F32(chunks(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()),
-        DType::I64 => Data::I64(
-            chunks(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect(),
+        DType::F32 => Data::F32(
+            chunks(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
         ),
-        DType::I32 => Data::I64(chunks(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect()),
+        DType::F16 => Data::F32(
+            chunks(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        ),
+        DType::BF16 => Data::F32(
+            chunks(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        ),
+        DType::I64 => Data::I64(
+            chunks(8)
+                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        ),
+        DType::I32 => Data::I64(
+            chunks(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+                .collect(),
+        ),
         DType::U8 => Data::I64(bytes.iter().map(|&b| b as i64).collect()),
         DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
     }
@@ -201,9 +270,13 @@ fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Data {
 /// Decodes a `TensorProto` (an initializer or an attribute value). `external` is where external
 /// data is read from; `None` makes external data an error. Errors are plain messages: the caller
 /// adds the tensor and file.
-pub fn tensor_from_proto(t: &pb::TensorProto, external: Option<&mut ExternalData>) -> Result<OTensor, String> {
+pub fn tensor_from_proto(
+    t: &pb::TensorProto,
+    external: Option<&mut ExternalData>,
+) -> Result<OTensor, String> {
     let code = t.data_type();
-    let dtype = DType::from_onnx(code).ok_or_else(|| format!("unsupported data type {}", onnx_type_name(code)))?;
+    let dtype = DType::from_onnx(code)
+        .ok_or_else(|| format!("unsupported data type {}", onnx_type_name(code)))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         if d < 0 {
@@ -212,12 +285,16 @@ pub fn tensor_from_proto(t: &pb::TensorProto, external: Option<&mut ExternalData
         shape.push(d as usize);
     }
     let numel = checked_numel(&shape).map_err(|e| e.to_string())?;
-    let nbytes = numel.checked_mul(elem_size(dtype)).ok_or_else(|| format!("shape {:?} is too large", t.dims))?;
+    let nbytes = numel
+        .checked_mul(elem_size(dtype))
+        .ok_or_else(|| format!("shape {:?} is too large", t.dims))?;
     let data = if t.data_location() == pb::tensor_proto::DataLocation::External {
         let (mut location, mut offset, mut length) = (None, 0u64, None);
         for kv in &t.external_data {
             let number = |what: &str| {
-                kv.value().parse::<u64>().map_err(|_| format!("external data {what} {:?} is not a number", kv.value()))
+                kv.value()
+                    .parse::<u64>()
+                    .map_err(|_| format!("external data {what} {:?} is not a number", kv.value()))
             };
             match kv.key() {
                 "location" => location = Some(kv.value().to_string()),
@@ -230,13 +307,20 @@ pub fn tensor_from_proto(t: &pb::TensorProto, external: Option<&mut ExternalData
         if let Some(len) = length
             && len != nbytes as u64
         {
-            return Err(format!("external data length {len} is not the {nbytes} bytes that shape {:?} of {dtype} needs", t.dims));
+            return Err(format!(
+                "external data length {len} is not the {nbytes} bytes that shape {:?} of {dtype} needs",
+                t.dims
+            ));
         }
         let ext = external.ok_or("external data is not allowed here (no model directory)")?;
         from_le_bytes(dtype, &ext.read(&location, offset, nbytes as u64)?)
     } else if let Some(raw) = &t.raw_data {
         if raw.len() != nbytes {
-            return Err(format!("raw data has {} bytes but shape {:?} of {dtype} needs {nbytes}", raw.len(), t.dims));
+            return Err(format!(
+                "raw data has {} bytes but shape {:?} of {dtype} needs {nbytes}",
+                raw.len(),
+                t.dims
+            ));
         }
         from_le_bytes(dtype, raw)
     } else {
@@ -246,14 +330,26 @@ pub fn tensor_from_proto(t: &pb::TensorProto, external: Option<&mut ExternalData
             DType::I32 => Data::I64(t.int32_data.iter().map(|&x| x as i64).collect()),
             DType::U8 => Data::I64(t.int32_data.iter().map(|&x| x as u8 as i64).collect()),
             DType::Bool => Data::Bool(t.int32_data.iter().map(|&x| x != 0).collect()),
-            DType::F16 => Data::F32(t.int32_data.iter().map(|&x| half::f16::from_bits(x as u16).to_f32()).collect()),
-            DType::BF16 => {
-                Data::F32(t.int32_data.iter().map(|&x| half::bf16::from_bits(x as u16).to_f32()).collect())
-            }
+            DType::F16 => Data::F32(
+                t.int32_data
+                    .iter()
+                    .map(|&x| half::f16::from_bits(x as u16).to_f32())
+                    .collect(),
+            ),
+            DType::BF16 => Data::F32(
+                t.int32_data
+                    .iter()
+                    .map(|&x| half::bf16::from_bits(x as u16).to_f32())
+                    .collect(),
+            ),
         }
     };
     if data.len() != numel {
-        return Err(format!("has {} stored values but shape {:?} needs {numel}", data.len(), t.dims));
+        return Err(format!(
+            "has {} stored values but shape {:?} needs {numel}",
+            data.len(),
+            t.dims
+        ));
     }
     OTensor::new(shape, dtype, data).map_err(|e| e.to_string())
 }

@@ -13,7 +13,11 @@ use oracles::Oracle;
 use oracles::text::{Tokenizer, TokenizerConfig};
 
 #[derive(Parser)]
-#[command(name = "oracle", version, about = "Independent fp32 reference decoder (the engine's correctness oracle)")]
+#[command(
+    name = "oracle",
+    version,
+    about = "Independent fp32 reference decoder (the engine's correctness oracle)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,7 +35,11 @@ struct DecodeArgs {
     #[arg(long)]
     model: PathBuf,
     /// Prompt text (tokenized with the package's tokenizer.json, no special tokens added).
-    #[arg(long, conflicts_with = "prompt_ids", required_unless_present = "prompt_ids")]
+    #[arg(
+        long,
+        conflicts_with = "prompt_ids",
+        required_unless_present = "prompt_ids"
+    )]
     prompt: Option<String>,
     /// Prompt token ids, comma separated (e.g. 504,3575,282).
     #[arg(long)]
@@ -52,7 +60,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(cli) {
@@ -74,8 +86,11 @@ fn run(cli: Cli) -> Result<()> {
 fn prompt_ids(args: &DecodeArgs) -> Result<Vec<u32>> {
     let ids = match (&args.prompt, &args.prompt_ids) {
         (Some(text), None) => {
-            let config = TokenizerConfig::read(&args.model)?;
-            let text = if args.chat { config.apply_chat_template(text)? } else { text.clone() };
+            let text = if args.chat {
+                TokenizerConfig::read(&args.model)?.apply_chat_template(text)?
+            } else {
+                text.clone()
+            };
             Tokenizer::open(&args.model)?.encode(&text)?
         }
         (None, Some(list)) => {
@@ -85,7 +100,9 @@ fn prompt_ids(args: &DecodeArgs) -> Result<Vec<u32>> {
             list.split(',')
                 .map(|s| s.trim().parse::<u32>())
                 .collect::<Result<Vec<_>, _>>()
-                .with_context(|| format!("--prompt-ids {list:?} is not a comma-separated list of token ids"))?
+                .with_context(|| {
+                    format!("--prompt-ids {list:?} is not a comma-separated list of token ids")
+                })?
         }
         _ => bail!("give exactly one of --prompt and --prompt-ids"),
     };
@@ -98,16 +115,21 @@ fn prompt_ids(args: &DecodeArgs) -> Result<Vec<u32>> {
 fn decode(args: DecodeArgs) -> Result<()> {
     let ids = prompt_ids(&args)?;
     let t0 = Instant::now();
-    let oracle = Oracle::open(&args.model).with_context(|| format!("cannot open model package {}", args.model.display()))?;
+    let oracle = Oracle::open(&args.model)
+        .with_context(|| format!("cannot open model package {}", args.model.display()))?;
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let d = oracle.decode(&ids, args.tokens).context("oracle decode failed")?;
+    let d = oracle
+        .decode(&ids, args.tokens)
+        .context("oracle decode failed")?;
     let decode_s = t1.elapsed().as_secs_f64();
     if args.json {
         println!("{}", d.to_json());
         return Ok(());
     }
-    let text = Tokenizer::open(&args.model).and_then(|t| t.decode(&d.generated_ids)).ok();
+    let text = Tokenizer::open(&args.model)
+        .and_then(|t| t.decode(&d.generated_ids))
+        .ok();
     if let Some(text) = text {
         println!("{text}");
     }
@@ -122,7 +144,11 @@ fn decode(args: DecodeArgs) -> Result<()> {
         "{} prompt tokens, {} new tokens{}; load {load_s:.2} s, decode {decode_s:.2} s",
         d.prompt_ids.len(),
         d.generated_ids.len(),
-        if d.stopped_on_eos { " (stopped on eos)" } else { "" }
+        if d.stopped_on_eos {
+            " (stopped on eos)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! patterns with `{layer}`) first, then `genai_config.json` (`model.decoder.inputs/outputs`,
 //! patterns with `%d`), then the conventional port names (`input_ids`, `attention_mask`,
 //! `position_ids`, `logits`, `past_key_values.N.key/value`, `present.N.key/value`). Also the
-//! end-of-sequence ids and the model file's sha256.
+//! end-of-sequence ids and the package hash.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,11 @@ use crate::load::Port;
 use crate::tensor::DType;
 
 /// Sidecar names, in lookup order.
-pub const SIDECAR_NAMES: [&str; 3] = ["inference_metadata.yaml", "inference_metadata.yml", "inference_metadata.json"];
+pub const SIDECAR_NAMES: [&str; 3] = [
+    "inference_metadata.yaml",
+    "inference_metadata.yml",
+    "inference_metadata.json",
+];
 
 /// `inference_metadata.{yaml,yml,json}`.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -155,10 +159,21 @@ pub fn resolve_io(
     let s = sidecar.map(|s| s.io.clone()).unwrap_or_default();
     let d = genai.map(|g| g.model.decoder.clone()).unwrap_or_default();
     let has = |ports: &[Port], name: &str| ports.iter().any(|p| p.name == name);
-    let all = |ports: &[Port]| ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+    let all = |ports: &[Port]| {
+        ports
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
 
     // A single port: explicit (sidecar, then genai) must exist; the default may be absent.
-    let port = |key: &str, ports: &[Port], side: &Option<String>, genai_name: &Option<String>, default: &str, required: bool| {
+    let port = |key: &str,
+                ports: &[Port],
+                side: &Option<String>,
+                genai_name: &Option<String>,
+                default: &str,
+                required: bool| {
         let (name, from) = match (side, genai_name) {
             (Some(n), _) => (n.clone(), Some(sidecar_name)),
             (None, Some(n)) => (n.clone(), Some("genai_config.json")),
@@ -168,7 +183,10 @@ pub fn resolve_io(
             return Ok(Some(name));
         }
         match from {
-            Some(from) => Err(format!("io.{key} from {from} names port {name:?}, which the graph does not have (ports: {})", all(ports))),
+            Some(from) => Err(format!(
+                "io.{key} from {from} names port {name:?}, which the graph does not have (ports: {})",
+                all(ports)
+            )),
             None if required => Err(format!(
                 "cannot resolve io.{key}: the graph has no port {name:?} (ports: {}); declare io.{key} in {sidecar_name}",
                 all(ports)
@@ -176,19 +194,53 @@ pub fn resolve_io(
             None => Ok(None),
         }
     };
-    let token_input = port("token_input", inputs, &s.token_input, &d.inputs.input_ids, "input_ids", true)?;
-    let attention_mask = port("attention_mask", inputs, &s.attention_mask, &d.inputs.attention_mask, "attention_mask", false)?;
-    let position_ids = port("position_ids", inputs, &s.position_ids, &d.inputs.position_ids, "position_ids", false)?;
-    let logits = port("logits", outputs, &s.logits, &d.outputs.logits, "logits", true)?;
+    let token_input = port(
+        "token_input",
+        inputs,
+        &s.token_input,
+        &d.inputs.input_ids,
+        "input_ids",
+        true,
+    )?;
+    let attention_mask = port(
+        "attention_mask",
+        inputs,
+        &s.attention_mask,
+        &d.inputs.attention_mask,
+        "attention_mask",
+        false,
+    )?;
+    let position_ids = port(
+        "position_ids",
+        inputs,
+        &s.position_ids,
+        &d.inputs.position_ids,
+        "position_ids",
+        false,
+    )?;
+    let logits = port(
+        "logits",
+        outputs,
+        &s.logits,
+        &d.outputs.logits,
+        "logits",
+        true,
+    )?;
 
     // Layer patterns, normalised to `{}` for the layer index.
-    let pattern = |key: &str, ports: &[Port], side: &Option<String>, genai_name: &Option<String>, default: &str| {
+    let pattern = |key: &str,
+                   ports: &[Port],
+                   side: &Option<String>,
+                   genai_name: &Option<String>,
+                   default: &str| {
         let p = match (side, genai_name) {
             (Some(p), _) => p.replace("{layer}", "{}"),
             (None, Some(p)) => p.replace("%d", "{}"),
             _ => default.to_string(),
         };
-        let n = (0..).take_while(|i| has(ports, &p.replace("{}", &i.to_string()))).count();
+        let n = (0..)
+            .take_while(|i| has(ports, &p.replace("{}", &i.to_string())))
+            .count();
         if n == 0 {
             return Err(format!(
                 "cannot resolve io.{key}: no port matches {:?} (ports: {}); declare io.{key} in {sidecar_name}",
@@ -198,28 +250,69 @@ pub fn resolve_io(
         }
         Ok((p, n))
     };
-    let (pk, n) = pattern("past_key", inputs, &s.past_key, &d.inputs.past_key_names, "past_key_values.{}.key")?;
-    let (pv, nv) = pattern("past_value", inputs, &s.past_value, &d.inputs.past_value_names, "past_key_values.{}.value")?;
-    let (ok, nk) = pattern("present_key", outputs, &s.present_key, &d.outputs.present_key_names, "present.{}.key")?;
-    let (ov, no) = pattern("present_value", outputs, &s.present_value, &d.outputs.present_value_names, "present.{}.value")?;
+    let (pk, n) = pattern(
+        "past_key",
+        inputs,
+        &s.past_key,
+        &d.inputs.past_key_names,
+        "past_key_values.{}.key",
+    )?;
+    let (pv, nv) = pattern(
+        "past_value",
+        inputs,
+        &s.past_value,
+        &d.inputs.past_value_names,
+        "past_key_values.{}.value",
+    )?;
+    let (ok, nk) = pattern(
+        "present_key",
+        outputs,
+        &s.present_key,
+        &d.outputs.present_key_names,
+        "present.{}.key",
+    )?;
+    let (ov, no) = pattern(
+        "present_value",
+        outputs,
+        &s.present_value,
+        &d.outputs.present_value_names,
+        "present.{}.value",
+    )?;
     if [nv, nk, no] != [n; 3] {
-        return Err(format!("the KV port patterns disagree on the layer count: past key {n}, past value {nv}, present key {nk}, present value {no}"));
+        return Err(format!(
+            "the KV port patterns disagree on the layer count: past key {n}, past value {nv}, present key {nk}, present value {no}"
+        ));
     }
     if let Some(declared) = sidecar.and_then(|s| s.num_layers)
         && declared != n
     {
-        return Err(format!("num_layers is {declared} in {sidecar_name} but the graph has {n} KV layers"));
+        return Err(format!(
+            "num_layers is {declared} in {sidecar_name} but the graph has {n} KV layers"
+        ));
     }
     let layers = (0..n)
         .map(|i| {
             let at = |p: &str| p.replace("{}", &i.to_string());
-            LayerNames { past_key: at(&pk), past_value: at(&pv), present_key: at(&ok), present_value: at(&ov) }
+            LayerNames {
+                past_key: at(&pk),
+                past_value: at(&pv),
+                present_key: at(&ok),
+                present_value: at(&ov),
+            }
         })
         .collect::<Vec<_>>();
 
     // Cache geometry from the first past-key port, else genai_config.
-    let first = inputs.iter().find(|p| p.name == layers[0].past_key).ok_or("past key port vanished")?;
-    let fixed = |i: usize| first.dims.as_ref().and_then(|d| d.get(i).copied().flatten());
+    let first = inputs
+        .iter()
+        .find(|p| p.name == layers[0].past_key)
+        .ok_or("past key port vanished")?;
+    let fixed = |i: usize| {
+        first
+            .dims
+            .as_ref()
+            .and_then(|d| d.get(i).copied().flatten())
+    };
     let kv_heads = fixed(1).or(d.num_key_value_heads).ok_or_else(|| {
         format!("cannot tell the KV head count: port {} has no fixed dim 1 and genai_config.json gives no num_key_value_heads", first.name)
     })?;
@@ -229,7 +322,12 @@ pub fn resolve_io(
     let kv_dtype = match DType::from_onnx(first.elem_type) {
         Some(t) if t.is_float() => t,
         None if first.elem_type == 0 => DType::F32,
-        _ => return Err(format!("past key port {} must be a float tensor", first.name)),
+        _ => {
+            return Err(format!(
+                "past key port {} must be a float tensor",
+                first.name
+            ));
+        }
     };
     Ok(IoNames {
         token_input: token_input.ok_or("token input vanished")?,
@@ -245,34 +343,58 @@ pub fn resolve_io(
 
 /// End-of-sequence ids: the sidecar's `eos_token_ids`, else genai_config's `model.eos_token_id`
 /// (a number or a list), else `None` (the caller may then ask the tokenizer config).
-pub fn eos_from_configs(sidecar: Option<&Sidecar>, genai: Option<&Genai>, genai_path: &Path) -> Result<Option<Vec<u32>>> {
+pub fn eos_from_configs(
+    sidecar: Option<&Sidecar>,
+    genai: Option<&Genai>,
+    genai_path: &Path,
+) -> Result<Option<Vec<u32>>> {
     if let Some(ids) = sidecar.and_then(|s| s.eos_token_ids.clone()) {
         return Ok(Some(ids));
     }
-    let bad = || Error::package(genai_path, "model.eos_token_id must be a token id or a list of token ids");
+    let bad = || {
+        Error::package(
+            genai_path,
+            "model.eos_token_id must be a token id or a list of token ids",
+        )
+    };
     let as_id = |v: &serde_json::Value| v.as_u64().and_then(|x| u32::try_from(x).ok());
     match genai.and_then(|g| g.model.eos_token_id.as_ref()) {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::Array(a)) => a.iter().map(|v| as_id(v).ok_or_else(bad)).collect::<Result<Vec<_>>>().map(Some),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .map(|v| as_id(v).ok_or_else(bad))
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
         Some(v) => as_id(v).map(|i| Some(vec![i])).ok_or_else(bad),
     }
 }
 
-/// Hex sha256 of a file.
-pub fn sha256_file(path: &Path) -> Result<String> {
+/// The package hash recorded in `oracle-decode/1` (and by the engine and the goldens): sha256 over
+/// the model file followed by every external data file its initializers reference, in sorted
+/// file-name order (`external_files` relative to the model's directory).
+pub fn model_sha256(model_path: &Path, external_files: &[String]) -> Result<String> {
     use sha2::{Digest, Sha256};
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let dir = model_path.parent().unwrap_or(Path::new("."));
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
+    let files =
+        std::iter::once(model_path.to_path_buf()).chain(external_files.iter().map(|f| dir.join(f)));
+    for path in files {
+        let mut f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+        loop {
+            let n = f.read(&mut buf).map_err(|e| Error::io(&path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
         }
-        hasher.update(&buf[..n]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 #[cfg(test)]
@@ -280,7 +402,11 @@ mod tests {
     use super::*;
 
     fn port(name: &str, elem: i32, dims: Option<Vec<Option<usize>>>) -> Port {
-        Port { name: name.into(), elem_type: elem, dims }
+        Port {
+            name: name.into(),
+            elem_type: elem,
+            dims,
+        }
     }
 
     fn llama_ports(prefix_in: &str, prefix_out: &str) -> (Vec<Port>, Vec<Port>) {
@@ -312,25 +438,51 @@ mod tests {
     fn sidecar_beats_genai_beats_defaults() {
         let (ins, outs) = llama_ports("cache_in.", "cache_out.");
         let err = resolve_io(&ins, &outs, None, None, "inference_metadata.yaml").unwrap_err();
-        assert!(err.contains("declare io.past_key in inference_metadata.yaml"), "{err}");
+        assert!(
+            err.contains("declare io.past_key in inference_metadata.yaml"),
+            "{err}"
+        );
         let genai: Genai = serde_json::from_value(serde_json::json!({"model": {"decoder": {
             "inputs": {"past_key_names": "cache_in.%d.key", "past_value_names": "cache_in.%d.value"},
             "outputs": {"present_key_names": "cache_out.%d.key", "present_value_names": "cache_out.%d.value"}}}}))
         .unwrap();
         let io = resolve_io(&ins, &outs, None, Some(&genai), "x").unwrap();
         assert_eq!(io.layers[0].past_key, "cache_in.0.key");
-        let side: Sidecar = serde_saphyr::from_str("io:\n  past_key: \"cache_in.{layer}.value\"\n  logits: nope\n").unwrap();
-        let err = resolve_io(&ins, &outs, Some(&side), Some(&genai), "inference_metadata.yaml").unwrap_err();
-        assert!(err.contains("io.logits from inference_metadata.yaml"), "{err}");
+        let side: Sidecar =
+            serde_saphyr::from_str("io:\n  past_key: \"cache_in.{layer}.value\"\n  logits: nope\n")
+                .unwrap();
+        let err = resolve_io(
+            &ins,
+            &outs,
+            Some(&side),
+            Some(&genai),
+            "inference_metadata.yaml",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("io.logits from inference_metadata.yaml"),
+            "{err}"
+        );
     }
 
     #[test]
     fn eos_ids_from_configs() {
-        let g: Genai = serde_json::from_value(serde_json::json!({"model": {"eos_token_id": [2, 7]}})).unwrap();
-        assert_eq!(eos_from_configs(None, Some(&g), Path::new("g")).unwrap(), Some(vec![2, 7]));
-        let s = Sidecar { eos_token_ids: Some(vec![9]), ..Default::default() };
-        assert_eq!(eos_from_configs(Some(&s), Some(&g), Path::new("g")).unwrap(), Some(vec![9]));
-        let bad: Genai = serde_json::from_value(serde_json::json!({"model": {"eos_token_id": "x"}})).unwrap();
+        let g: Genai =
+            serde_json::from_value(serde_json::json!({"model": {"eos_token_id": [2, 7]}})).unwrap();
+        assert_eq!(
+            eos_from_configs(None, Some(&g), Path::new("g")).unwrap(),
+            Some(vec![2, 7])
+        );
+        let s = Sidecar {
+            eos_token_ids: Some(vec![9]),
+            ..Default::default()
+        };
+        assert_eq!(
+            eos_from_configs(Some(&s), Some(&g), Path::new("g")).unwrap(),
+            Some(vec![9])
+        );
+        let bad: Genai =
+            serde_json::from_value(serde_json::json!({"model": {"eos_token_id": "x"}})).unwrap();
         assert!(eos_from_configs(None, Some(&bad), Path::new("g")).is_err());
     }
 }

@@ -182,12 +182,22 @@ impl OTensor {
             bail!("shape {shape:?} needs {n} values, got {}", data.len());
         }
         let data = match (dtype, data) {
-            (DType::F32, d @ Data::F32(_)) | (DType::I64, d @ Data::I64(_)) | (DType::Bool, d @ Data::Bool(_)) => d,
-            (DType::F16 | DType::BF16, Data::F32(v)) => Data::F32(v.into_iter().map(|x| dtype.round_float(x)).collect()),
-            (DType::I32 | DType::U8, Data::I64(v)) => Data::I64(v.into_iter().map(|x| dtype.wrap_int(x)).collect()),
+            (DType::F32, d @ Data::F32(_))
+            | (DType::I64, d @ Data::I64(_))
+            | (DType::Bool, d @ Data::Bool(_)) => d,
+            (DType::F16 | DType::BF16, Data::F32(v)) => {
+                Data::F32(v.into_iter().map(|x| dtype.round_float(x)).collect())
+            }
+            (DType::I32 | DType::U8, Data::I64(v)) => {
+                Data::I64(v.into_iter().map(|x| dtype.wrap_int(x)).collect())
+            }
             (dtype, d) => bail!("{dtype} values cannot be stored as {}", storage_name(&d)),
         };
-        Ok(OTensor { shape, dtype, data: Arc::new(data) })
+        Ok(OTensor {
+            shape,
+            dtype,
+            data: Arc::new(data),
+        })
     }
 
     pub fn from_f32(shape: Vec<usize>, values: Vec<f32>) -> Result<OTensor> {
@@ -199,7 +209,11 @@ impl OTensor {
     }
 
     pub fn from_i32(shape: Vec<usize>, values: Vec<i32>) -> Result<OTensor> {
-        OTensor::new(shape, DType::I32, Data::I64(values.into_iter().map(i64::from).collect()))
+        OTensor::new(
+            shape,
+            DType::I32,
+            Data::I64(values.into_iter().map(i64::from).collect()),
+        )
     }
 
     pub fn from_bool(shape: Vec<usize>, values: Vec<bool>) -> Result<OTensor> {
@@ -207,19 +221,35 @@ impl OTensor {
     }
 
     pub fn scalar_f32(v: f32) -> OTensor {
-        OTensor { shape: vec![], dtype: DType::F32, data: Arc::new(Data::F32(vec![v])) }
+        OTensor {
+            shape: vec![],
+            dtype: DType::F32,
+            data: Arc::new(Data::F32(vec![v])),
+        }
     }
 
     pub fn scalar_i64(v: i64) -> OTensor {
-        OTensor { shape: vec![], dtype: DType::I64, data: Arc::new(Data::I64(vec![v])) }
+        OTensor {
+            shape: vec![],
+            dtype: DType::I64,
+            data: Arc::new(Data::I64(vec![v])),
+        }
     }
 
     /// Same values, another shape (element counts must agree).
     pub fn reshaped(&self, shape: Vec<usize>) -> Result<OTensor> {
         if checked_numel(&shape)? != self.data.len() {
-            bail!("cannot view {:?} ({} elements) as {shape:?}", self.shape, self.data.len());
+            bail!(
+                "cannot view {:?} ({} elements) as {shape:?}",
+                self.shape,
+                self.data.len()
+            );
         }
-        Ok(OTensor { shape, dtype: self.dtype, data: self.data.clone() })
+        Ok(OTensor {
+            shape,
+            dtype: self.dtype,
+            data: self.data.clone(),
+        })
     }
 
     pub fn dtype(&self) -> DType {
@@ -274,7 +304,11 @@ impl OTensor {
     pub fn check(&self) -> Result<()> {
         let n = checked_numel(&self.shape)?;
         if n != self.data.len() {
-            bail!("tensor shape {:?} needs {n} values but holds {}", self.shape, self.data.len());
+            bail!(
+                "tensor shape {:?} needs {n} values but holds {}",
+                self.shape,
+                self.data.len()
+            );
         }
         Ok(())
     }
@@ -311,7 +345,11 @@ pub fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
     if axis < -r || axis >= r {
         bail!("axis {axis} is out of range for rank {rank}");
     }
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    Ok(if axis < 0 {
+        (axis + r) as usize
+    } else {
+        axis as usize
+    })
 }
 
 /// numpy broadcasting of any number of shapes.
@@ -322,7 +360,9 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
         // Dim `i` of the output is dim `i - (rank - len)` of each shape, when it has one.
         let mut dim: Option<usize> = None;
         for s in shapes {
-            let Some(j) = (i + s.len()).checked_sub(rank) else { continue };
+            let Some(j) = (i + s.len()).checked_sub(rank) else {
+                continue;
+            };
             let d = s[j];
             dim = match dim {
                 None | Some(1) => Some(d),
@@ -343,16 +383,20 @@ pub fn strided_offsets(out_shape: &[usize], base: isize, step: &[isize]) -> Vec<
     if n == 0 {
         return out;
     }
+    // Odometer over the output index, last axis fastest, keeping
+    // `off = base + sum(idx[a] * step[a])` up to date as each digit moves.
     let mut idx = vec![0usize; out_shape.len()];
+    let mut off = base;
     for _ in 0..n {
-        let off = base + idx.iter().zip(step).map(|(&i, &s)| i as isize * s).sum::<isize>();
         out.push(off as usize);
-        // Odometer increment, last axis fastest.
         for a in (0..idx.len()).rev() {
             idx[a] += 1;
+            off += step[a];
             if idx[a] < out_shape[a] {
                 break;
             }
+            // This digit wraps to 0: undo its whole run.
+            off -= step[a] * out_shape[a] as isize;
             idx[a] = 0;
         }
     }
@@ -402,12 +446,21 @@ mod tests {
     #[test]
     fn broadcasting_shapes_and_offsets() {
         assert_eq!(broadcast_shapes(&[&[2, 1], &[3]]).unwrap(), vec![2, 3]);
-        assert_eq!(broadcast_shapes(&[&[], &[4, 1], &[1, 5]]).unwrap(), vec![4, 5]);
+        assert_eq!(
+            broadcast_shapes(&[&[], &[4, 1], &[1, 5]]).unwrap(),
+            vec![4, 5]
+        );
         assert!(broadcast_shapes(&[&[2], &[3]]).is_err());
         // [2, 1] -> [2, 3]: each row repeats its single value.
-        assert_eq!(broadcast_offsets(&[2, 1], &[2, 3]).unwrap(), vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(
+            broadcast_offsets(&[2, 1], &[2, 3]).unwrap(),
+            vec![0, 0, 0, 1, 1, 1]
+        );
         // [3] -> [2, 3]: the row repeats.
-        assert_eq!(broadcast_offsets(&[3], &[2, 3]).unwrap(), vec![0, 1, 2, 0, 1, 2]);
+        assert_eq!(
+            broadcast_offsets(&[3], &[2, 3]).unwrap(),
+            vec![0, 1, 2, 0, 1, 2]
+        );
         assert!(broadcast_offsets(&[2], &[3]).is_err());
     }
 

@@ -17,7 +17,9 @@ pub struct Tokenizer {
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer").field("path", &self.path).finish()
+        f.debug_struct("Tokenizer")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -26,7 +28,10 @@ impl Tokenizer {
     pub fn open(dir: &Path) -> Result<Tokenizer> {
         let path = dir.join("tokenizer.json");
         if !path.is_file() {
-            return Err(Error::package(&path, "tokenizer.json not found in the package"));
+            return Err(Error::package(
+                &path,
+                "tokenizer.json not found in the package",
+            ));
         }
         let inner = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| Error::package(&path, format!("cannot load the tokenizer: {e}")))?;
@@ -43,7 +48,9 @@ impl Tokenizer {
 
     /// Text of `ids`, special tokens kept visible.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, false).map_err(|e| Error::package(&self.path, format!("cannot decode ids: {e}")))
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| Error::package(&self.path, format!("cannot decode ids: {e}")))
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
@@ -63,27 +70,39 @@ impl TokenizerConfig {
     pub fn read(dir: &Path) -> Result<TokenizerConfig> {
         let path = dir.join("tokenizer_config.json");
         if !path.exists() {
-            return Ok(TokenizerConfig { path, ..Default::default() });
+            return Ok(TokenizerConfig {
+                path,
+                ..Default::default()
+            });
         }
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| Error::package(&path, format!("malformed tokenizer_config.json: {e}")))?;
-        let chat_template = v.get("chat_template").and_then(Value::as_str).map(str::to_string);
+        let chat_template = v
+            .get("chat_template")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         // `eos_token` is a string or an added-token object with `content`.
         let eos_token = match v.get("eos_token") {
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Object(o)) => o.get("content").and_then(Value::as_str).map(str::to_string),
             _ => None,
         };
-        Ok(TokenizerConfig { path, chat_template, eos_token })
+        Ok(TokenizerConfig {
+            path,
+            chat_template,
+            eos_token,
+        })
     }
 
     /// The prompt wrapped as one ChatML user turn plus the assistant generation prompt.
     pub fn apply_chat_template(&self, prompt: &str) -> Result<String> {
-        let template = self
-            .chat_template
-            .as_deref()
-            .ok_or_else(|| Error::package(&self.path, "no chat_template: cannot use --chat with this model"))?;
+        let template = self.chat_template.as_deref().ok_or_else(|| {
+            Error::package(
+                &self.path,
+                "no chat_template: cannot use --chat with this model",
+            )
+        })?;
         render_chatml(template, prompt).map_err(|m| Error::package(&self.path, m))
     }
 }
@@ -117,7 +136,9 @@ fn literal_system_message(template: &str) -> Option<String> {
     let start = text.find(&head)? + head.len();
     let len = text[start..].find(IM_END)?;
     let body = &text[start..start + len];
-    let templated = ["{{", "{%", "'", "\"", "+"].iter().any(|m| body.contains(m));
+    let templated = ["{{", "{%", "'", "\"", "+"]
+        .iter()
+        .any(|m| body.contains(m));
     (!templated).then(|| body.to_string())
 }
 
@@ -139,7 +160,10 @@ mod tests {
     #[test]
     fn chatml_without_default_system_and_non_chatml() {
         let plain = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}";
-        assert_eq!(render_chatml(plain, "Hi").unwrap(), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            render_chatml(plain, "Hi").unwrap(),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
         assert!(render_chatml("[INST] {{ m }} [/INST]", "Hi").is_err());
     }
 }

@@ -6,7 +6,9 @@
 use crate::bail;
 use crate::error::Result;
 use crate::ops::reduce::norm_axes;
-use crate::tensor::{Data, OTensor, broadcast_offsets, broadcast_shapes, for_each_index, norm_axis, strides};
+use crate::tensor::{
+    Data, OTensor, broadcast_offsets, broadcast_shapes, for_each_index, norm_axis, strides,
+};
 use crate::tensor::{checked_numel, strided_offsets};
 
 /// Resolves a Reshape spec against the input shape: `0` copies the input dim (unless
@@ -25,7 +27,9 @@ pub fn reshape_target(shape: &[usize], spec: &[i64], allowzero: bool) -> Result<
         } else if d == 0 && !allowzero {
             match shape.get(i) {
                 Some(&s) => out.push(s),
-                None => bail!("reshape spec {spec:?} copies dim {i} but the input shape {shape:?} has no such dim"),
+                None => bail!(
+                    "reshape spec {spec:?} copies dim {i} but the input shape {shape:?} has no such dim"
+                ),
             }
         } else if d < 0 {
             bail!("reshape spec {spec:?} has an invalid dim {d}");
@@ -35,7 +39,7 @@ pub fn reshape_target(shape: &[usize], spec: &[i64], allowzero: bool) -> Result<
     }
     if let Some(i) = inferred {
         let known = checked_numel(&out)?;
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             bail!("cannot reshape {shape:?} ({numel} elements) to {spec:?}");
         }
         out[i] = numel / known;
@@ -54,7 +58,10 @@ pub fn reshape(x: &OTensor, spec: &[i64], allowzero: bool) -> Result<OTensor> {
 pub fn transpose(x: &OTensor, perm: Option<&[i64]>) -> Result<OTensor> {
     let rank = x.rank();
     let perm: Vec<usize> = match perm {
-        Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_>>()?,
+        Some(p) => p
+            .iter()
+            .map(|&a| norm_axis(a, rank))
+            .collect::<Result<_>>()?,
         None => (0..rank).rev().collect(),
     };
     let mut sorted = perm.clone();
@@ -78,11 +85,20 @@ pub fn concat(xs: &[&OTensor], axis: i64) -> Result<OTensor> {
     let axis = norm_axis(axis, rank)?;
     for x in xs {
         if x.dtype() != first.dtype() {
-            bail!("Concat: input types differ ({} vs {})", first.dtype(), x.dtype());
+            bail!(
+                "Concat: input types differ ({} vs {})",
+                first.dtype(),
+                x.dtype()
+            );
         }
-        let same_rest = x.rank() == rank && (0..rank).all(|a| a == axis || x.shape[a] == first.shape[a]);
+        let same_rest =
+            x.rank() == rank && (0..rank).all(|a| a == axis || x.shape[a] == first.shape[a]);
         if !same_rest {
-            bail!("Concat on axis {axis}: shapes {:?} and {:?} disagree off the axis", first.shape, x.shape);
+            bail!(
+                "Concat on axis {axis}: shapes {:?} and {:?} disagree off the axis",
+                first.shape,
+                x.shape
+            );
         }
     }
     let outer: usize = first.shape[..axis].iter().product();
@@ -115,7 +131,10 @@ pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> Result<(usize,
     let (start, end) = if step > 0 {
         (resolve(start).clamp(0, d), resolve(end).clamp(0, d))
     } else {
-        (resolve(start).clamp(0, d - 1), resolve(end).clamp(-1, d - 1))
+        (
+            resolve(start).clamp(0, d - 1),
+            resolve(end).clamp(-1, d - 1),
+        )
     };
     // Count of start, start + step, … strictly before end (in the step's direction).
     let mut len = 0i64;
@@ -132,7 +151,13 @@ pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> Result<(usize,
 }
 
 /// ONNX Slice: `axes` default to `0..starts.len()`, `steps` to 1.
-pub fn slice(x: &OTensor, starts: &[i64], ends: &[i64], axes: Option<&[i64]>, steps: Option<&[i64]>) -> Result<OTensor> {
+pub fn slice(
+    x: &OTensor,
+    starts: &[i64],
+    ends: &[i64],
+    axes: Option<&[i64]>,
+    steps: Option<&[i64]>,
+) -> Result<OTensor> {
     let default_axes: Vec<i64> = (0..starts.len() as i64).collect();
     let axes = axes.unwrap_or(&default_axes);
     let ones = vec![1i64; starts.len()];
@@ -160,15 +185,29 @@ pub fn slice(x: &OTensor, starts: &[i64], ends: &[i64], axes: Option<&[i64]>, st
     }
     let in_strides = strides(&x.shape);
     let out_shape: Vec<usize> = dims.iter().map(|d| d.2).collect();
-    let base: isize = dims.iter().zip(&in_strides).map(|(d, &s)| (d.0 * s) as isize).sum();
-    let step: Vec<isize> = dims.iter().zip(&in_strides).map(|(d, &s)| d.1 * s as isize).collect();
+    let base: isize = dims
+        .iter()
+        .zip(&in_strides)
+        .map(|(d, &s)| (d.0 * s) as isize)
+        .sum();
+    let step: Vec<isize> = dims
+        .iter()
+        .zip(&in_strides)
+        .map(|(d, &s)| d.1 * s as isize)
+        .collect();
     let offsets = strided_offsets(&out_shape, base, &step);
     OTensor::new(out_shape, x.dtype(), x.data().select(&offsets))
 }
 
 /// Splits along `axis` into pieces of the given sizes (input `split` or the attribute), else into
 /// `num_outputs` (or `n_outputs`) pieces of `ceil(dim / n)` with a smaller last piece.
-pub fn split(x: &OTensor, axis: i64, sizes: Option<&[i64]>, num_outputs: Option<usize>, n_outputs: usize) -> Result<Vec<OTensor>> {
+pub fn split(
+    x: &OTensor,
+    axis: i64,
+    sizes: Option<&[i64]>,
+    num_outputs: Option<usize>,
+    n_outputs: usize,
+) -> Result<Vec<OTensor>> {
     let axis = norm_axis(axis, x.rank())?;
     let dim = x.shape[axis];
     let sizes: Vec<usize> = match sizes {
@@ -184,14 +223,19 @@ pub fn split(x: &OTensor, axis: i64, sizes: Option<&[i64]>, num_outputs: Option<
                 bail!("Split needs at least one output");
             }
             let chunk = dim.div_ceil(n);
-            (0..n).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
+            (0..n)
+                .map(|i| chunk.min(dim.saturating_sub(i * chunk)))
+                .collect()
         }
     };
     if sizes.iter().sum::<usize>() != dim {
         bail!("split sizes {sizes:?} do not add up to dim {dim} of axis {axis}");
     }
     if n_outputs != 0 && sizes.len() != n_outputs {
-        bail!("Split into {} pieces ({sizes:?}) but the node has {n_outputs} outputs", sizes.len());
+        bail!(
+            "Split into {} pieces ({sizes:?}) but the node has {n_outputs} outputs",
+            sizes.len()
+        );
     }
     let mut out = Vec::with_capacity(sizes.len());
     let mut start = 0i64;
@@ -209,9 +253,18 @@ pub fn squeeze(x: &OTensor, axes: Option<&[i64]>) -> Result<OTensor> {
         Some(axes) => {
             let axes = norm_axes(axes, x.rank())?;
             if let Some(&a) = axes.iter().find(|&&a| x.shape[a] != 1) {
-                bail!("cannot squeeze axis {a} of size {} (shape {:?})", x.shape[a], x.shape);
+                bail!(
+                    "cannot squeeze axis {a} of size {} (shape {:?})",
+                    x.shape[a],
+                    x.shape
+                );
             }
-            x.shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
+            x.shape
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, &d)| d)
+                .collect()
         }
         None => x.shape.iter().copied().filter(|&d| d != 1).collect(),
     };
@@ -244,7 +297,10 @@ pub fn flatten(x: &OTensor, axis: i64) -> Result<OTensor> {
         bail!("axis {axis} is out of range for rank {r}");
     }
     let axis = if axis < 0 { axis + r } else { axis } as usize;
-    x.reshaped(vec![x.shape[..axis].iter().product(), x.shape[axis..].iter().product()])
+    x.reshaped(vec![
+        x.shape[..axis].iter().product(),
+        x.shape[axis..].iter().product(),
+    ])
 }
 
 /// Broadcasts `x` and `shape` against each other (numpy rules, both directions).
@@ -261,14 +317,29 @@ pub fn expand(x: &OTensor, shape: &[i64]) -> Result<OTensor> {
 /// Repeats `x` `repeats[i]` times along each axis.
 pub fn tile(x: &OTensor, repeats: &[i64]) -> Result<OTensor> {
     if repeats.len() != x.rank() || repeats.iter().any(|&r| r < 0) {
-        bail!("repeats {repeats:?} must be {} non-negative values for shape {:?}", x.rank(), x.shape);
+        bail!(
+            "repeats {repeats:?} must be {} non-negative values for shape {:?}",
+            x.rank(),
+            x.shape
+        );
     }
-    let out_shape: Vec<usize> = x.shape.iter().zip(repeats).map(|(&d, &r)| d * r as usize).collect();
+    let out_shape: Vec<usize> = x
+        .shape
+        .iter()
+        .zip(repeats)
+        .map(|(&d, &r)| d * r as usize)
+        .collect();
     checked_numel(&out_shape)?;
     let in_strides = strides(&x.shape);
     let mut offsets = Vec::with_capacity(out_shape.iter().product());
     for_each_index(&out_shape, |idx| {
-        offsets.push(idx.iter().zip(&x.shape).zip(&in_strides).map(|((&i, &d), &s)| (i % d) * s).sum());
+        offsets.push(
+            idx.iter()
+                .zip(&x.shape)
+                .zip(&in_strides)
+                .map(|((&i, &d), &s)| (i % d) * s)
+                .sum(),
+        );
     });
     OTensor::new(out_shape, x.dtype(), x.data().select(&offsets))
 }
@@ -329,8 +400,18 @@ pub fn trilu(x: &OTensor, k: i64, upper: bool) -> Result<OTensor> {
         if upper { j - i >= k } else { j - i <= k }
     };
     let data = match x.data() {
-        Data::F32(v) => Data::F32(v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0.0 }).collect()),
-        Data::I64(v) => Data::I64(v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0 }).collect()),
+        Data::F32(v) => Data::F32(
+            v.iter()
+                .enumerate()
+                .map(|(e, &a)| if keep(e) { a } else { 0.0 })
+                .collect(),
+        ),
+        Data::I64(v) => Data::I64(
+            v.iter()
+                .enumerate()
+                .map(|(e, &a)| if keep(e) { a } else { 0 })
+                .collect(),
+        ),
         Data::Bool(v) => Data::Bool(v.iter().enumerate().map(|(e, &a)| a && keep(e)).collect()),
     };
     OTensor::new(x.shape.clone(), x.dtype(), data)
@@ -352,19 +433,32 @@ mod tests {
     #[test]
     fn slice_clamps_and_steps() {
         let x = iota(&[10]);
-        let s = |st: i64, en: i64, step: i64| slice(&x, &[st], &[en], None, Some(&[step])).unwrap().f32s().unwrap().to_vec();
+        let s = |st: i64, en: i64, step: i64| {
+            slice(&x, &[st], &[en], None, Some(&[step]))
+                .unwrap()
+                .f32s()
+                .unwrap()
+                .to_vec()
+        };
         assert_eq!(s(2, 5, 1), [2.0, 3.0, 4.0]);
         assert_eq!(s(-3, i64::MAX, 1), [7.0, 8.0, 9.0], "end clamps to dim");
         assert_eq!(s(-100, 2, 1), [0.0, 1.0], "start clamps to 0");
         assert_eq!(s(8, 2, -2), [8.0, 6.0, 4.0]);
-        assert_eq!(s(i64::MAX, i64::MIN, -3), [9.0, 6.0, 3.0, 0.0], "negative step runs to the front");
+        assert_eq!(
+            s(i64::MAX, i64::MIN, -3),
+            [9.0, 6.0, 3.0, 0.0],
+            "negative step runs to the front"
+        );
         assert_eq!(s(5, 5, 1), Vec::<f32>::new());
         assert_eq!(s(3, 7, -1), Vec::<f32>::new());
         assert!(slice(&x, &[0], &[1], None, Some(&[0])).is_err());
         // 2-D with axes: rows 1.., columns reversed.
         let m = iota(&[3, 3]);
         let y = slice(&m, &[1, -1], &[3, i64::MIN], Some(&[0, -1]), Some(&[1, -1])).unwrap();
-        assert_eq!((y.shape.clone(), y.f32s().unwrap()), (vec![2, 3], &[5.0f32, 4.0, 3.0, 8.0, 7.0, 6.0][..]));
+        assert_eq!(
+            (y.shape.clone(), y.f32s().unwrap()),
+            (vec![2, 3], &[5.0f32, 4.0, 3.0, 8.0, 7.0, 6.0][..])
+        );
     }
 
     #[test]
@@ -375,7 +469,10 @@ mod tests {
         assert_eq!(y.shape, vec![2, 2, 2]);
         assert_eq!(y.f32s().unwrap(), &[0.0, 1.0, 4.0, 5.0, 4.0, 5.0, 2.0, 3.0]);
         let cols = gather(&x, &OTensor::scalar_i64(1), 1).unwrap();
-        assert_eq!((cols.shape.clone(), cols.f32s().unwrap()), (vec![3], &[1.0f32, 3.0, 5.0][..]));
+        assert_eq!(
+            (cols.shape.clone(), cols.f32s().unwrap()),
+            (vec![3], &[1.0f32, 3.0, 5.0][..])
+        );
         assert!(gather(&x, &OTensor::scalar_i64(3), 0).is_err());
     }
 
@@ -383,34 +480,64 @@ mod tests {
     fn transpose_concat_split() {
         let x = iota(&[2, 3]);
         let t = transpose(&x, None).unwrap();
-        assert_eq!((t.shape.clone(), t.f32s().unwrap()), (vec![3, 2], &[0.0f32, 3.0, 1.0, 4.0, 2.0, 5.0][..]));
+        assert_eq!(
+            (t.shape.clone(), t.f32s().unwrap()),
+            (vec![3, 2], &[0.0f32, 3.0, 1.0, 4.0, 2.0, 5.0][..])
+        );
         assert!(transpose(&x, Some(&[0, 0])).is_err());
         let c = concat(&[&x, &iota(&[2, 1])], -1).unwrap();
-        assert_eq!((c.shape.clone(), c.f32s().unwrap()), (vec![2, 4], &[0.0f32, 1.0, 2.0, 0.0, 3.0, 4.0, 5.0, 1.0][..]));
+        assert_eq!(
+            (c.shape.clone(), c.f32s().unwrap()),
+            (vec![2, 4], &[0.0f32, 1.0, 2.0, 0.0, 3.0, 4.0, 5.0, 1.0][..])
+        );
         let parts = split(&iota(&[5]), 0, None, Some(3), 3).unwrap();
         let lens: Vec<usize> = parts.iter().map(|p| p.shape[0]).collect();
         assert_eq!(lens, [2, 2, 1]);
         assert_eq!(parts[2].f32s().unwrap(), &[4.0]);
-        assert!(split(&iota(&[5]), 0, Some(&[2, 2]), None, 2).is_err(), "sizes must add up");
+        assert!(
+            split(&iota(&[5]), 0, Some(&[2, 2]), None, 2).is_err(),
+            "sizes must add up"
+        );
     }
 
     #[test]
     fn reshape_expand_tile_trilu_shape() {
         let x = iota(&[2, 3]);
-        assert_eq!(reshape(&x, &[0, -1, 1], false).unwrap().shape, vec![2, 3, 1]);
+        assert_eq!(
+            reshape(&x, &[0, -1, 1], false).unwrap().shape,
+            vec![2, 3, 1]
+        );
         assert!(reshape(&x, &[-1, -1], false).is_err());
-        assert_eq!(reshape(&iota(&[0, 3]), &[0, 3], true).unwrap().shape, vec![0, 3]);
+        assert_eq!(
+            reshape(&iota(&[0, 3]), &[0, 3], true).unwrap().shape,
+            vec![0, 3]
+        );
         let e = expand(&f(&[2, 1], &[1.0, 2.0]), &[1, 3]).unwrap();
-        assert_eq!((e.shape.clone(), e.f32s().unwrap()), (vec![2, 3], &[1.0f32, 1.0, 1.0, 2.0, 2.0, 2.0][..]));
+        assert_eq!(
+            (e.shape.clone(), e.f32s().unwrap()),
+            (vec![2, 3], &[1.0f32, 1.0, 1.0, 2.0, 2.0, 2.0][..])
+        );
         let t = tile(&f(&[2], &[1.0, 2.0]), &[3]).unwrap();
         assert_eq!(t.f32s().unwrap(), &[1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
         let ones = f(&[3, 3], &[1.0; 9]);
-        assert_eq!(trilu(&ones, 0, true).unwrap().f32s().unwrap(), &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]);
-        assert_eq!(trilu(&ones, -1, false).unwrap().f32s().unwrap(), &[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0]);
-        assert_eq!(shape(&iota(&[2, 3, 4]), -2, None).unwrap().i64s().unwrap(), &[3, 4]);
+        assert_eq!(
+            trilu(&ones, 0, true).unwrap().f32s().unwrap(),
+            &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+        );
+        assert_eq!(
+            trilu(&ones, -1, false).unwrap().f32s().unwrap(),
+            &[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0]
+        );
+        assert_eq!(
+            shape(&iota(&[2, 3, 4]), -2, None).unwrap().i64s().unwrap(),
+            &[3, 4]
+        );
         assert_eq!(squeeze(&iota(&[1, 3, 1]), None).unwrap().shape, vec![3]);
         assert!(squeeze(&iota(&[1, 3]), Some(&[1])).is_err());
-        assert_eq!(unsqueeze(&iota(&[3]), &[0, -1]).unwrap().shape, vec![1, 3, 1]);
+        assert_eq!(
+            unsqueeze(&iota(&[3]), &[0, -1]).unwrap().shape,
+            vec![1, 3, 1]
+        );
         assert_eq!(flatten(&iota(&[2, 3, 4]), -1).unwrap().shape, vec![6, 4]);
     }
 }

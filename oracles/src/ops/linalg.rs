@@ -2,9 +2,11 @@
 //!
 //! Float products and sums are computed in f64 and rounded once per output element. The loops run
 //! in i-k-j order over contiguous rows of `b`: for each output row `i` (and block of columns), for
-//! each `k` in ascending order, `acc[j] += a[i][k] * b[k][j]`. Output rows and column blocks are
-//! independent, so they run on rayon; every element is still summed over `k` in the same order,
-//! so the result does not depend on the thread count.
+//! each `k` in ascending order, `acc[i][j] += a[i][k] * b[k][j]`. Rows are taken a few at a time
+//! so that each segment of `b` read from memory serves all of them (a prefill multiplies many
+//! rows by the same weights). Row tiles and column blocks are independent, so they run on rayon;
+//! every element is still summed over `k` in the same order, so the result does not depend on
+//! the thread count or the tiling.
 
 use rayon::prelude::*;
 
@@ -12,32 +14,53 @@ use crate::bail;
 use crate::error::Result;
 use crate::tensor::{Data, OTensor, broadcast_offsets, broadcast_shapes};
 
-/// Output columns per parallel task (a decode step has a single row, so rows alone are not enough
-/// parallelism).
-const COLUMN_BLOCK: usize = 256;
+/// Output rows per task.
+const ROW_TILE: usize = 8;
+/// Output columns per task (a decode step has a single row, so rows alone are not enough
+/// parallelism); long enough that reading a segment of a row of `b` streams from memory.
+const COLUMN_BLOCK: usize = 2048;
 
 /// `out[i][j] = sum_k a[i][k] * b[k][j]` for one `[m, k] x [k, n]` matrix pair, in f64.
 fn matmul_f32(a: &[f32], b: &[f32], m: usize, k: usize, n: usize, out: &mut [f32]) {
-    if n == 0 {
+    if n == 0 || m == 0 {
         return;
     }
-    out.par_chunks_mut(n).take(m).enumerate().for_each(|(i, out_row)| {
-        let a_row = &a[i * k..(i + 1) * k];
-        out_row.par_chunks_mut(COLUMN_BLOCK).enumerate().for_each(|(block, out_cols)| {
-            let j0 = block * COLUMN_BLOCK;
-            let mut acc = vec![0f64; out_cols.len()];
-            for (kk, &aik) in a_row.iter().enumerate() {
-                let aik = aik as f64;
-                let b_cols = &b[kk * n + j0..kk * n + j0 + out_cols.len()];
-                for (s, &bkj) in acc.iter_mut().zip(b_cols) {
-                    *s += aik * bkj as f64;
+    out.par_chunks_mut(ROW_TILE * n)
+        .enumerate()
+        .for_each(|(tile, out_rows)| {
+            let i0 = tile * ROW_TILE;
+            let rows = out_rows.len() / n;
+            let blocks: Vec<(usize, Vec<f64>)> = (0..n.div_ceil(COLUMN_BLOCK))
+                .into_par_iter()
+                .map(|block| {
+                    let j0 = block * COLUMN_BLOCK;
+                    let len = COLUMN_BLOCK.min(n - j0);
+                    // acc[r * len + j] accumulates out[i0 + r][j0 + j].
+                    let mut acc = vec![0f64; rows * len];
+                    for kk in 0..k {
+                        let b_seg = &b[kk * n + j0..kk * n + j0 + len];
+                        for (r, acc_row) in acc.chunks_mut(len).enumerate() {
+                            let aik = a[(i0 + r) * k + kk] as f64;
+                            for (s, &bkj) in acc_row.iter_mut().zip(b_seg) {
+                                *s += aik * bkj as f64;
+                            }
+                        }
+                    }
+                    (j0, acc)
+                })
+                .collect();
+            for (j0, acc) in blocks {
+                let len = acc.len() / rows;
+                for (r, acc_row) in acc.chunks(len).enumerate() {
+                    for (o, &s) in out_rows[r * n + j0..r * n + j0 + len]
+                        .iter_mut()
+                        .zip(acc_row)
+                    {
+                        *o = s as f32;
+                    }
                 }
             }
-            for (o, s) in out_cols.iter_mut().zip(acc) {
-                *o = s as f32;
-            }
         });
-    });
 }
 
 /// Integer matmul with wrapping i64 arithmetic.
@@ -56,18 +79,38 @@ fn matmul_i64(a: &[i64], b: &[i64], m: usize, k: usize, n: usize, out: &mut [i64
 /// removed from the result); the leading (batch) dims broadcast.
 pub fn mat_mul(a: &OTensor, b: &OTensor) -> Result<OTensor> {
     if a.dtype() != b.dtype() {
-        bail!("MatMul: input types differ ({} vs {})", a.dtype(), b.dtype());
+        bail!(
+            "MatMul: input types differ ({} vs {})",
+            a.dtype(),
+            b.dtype()
+        );
     }
     if a.rank() == 0 || b.rank() == 0 {
-        bail!("MatMul: inputs must have rank >= 1, got shapes {:?} and {:?}", a.shape, b.shape);
+        bail!(
+            "MatMul: inputs must have rank >= 1, got shapes {:?} and {:?}",
+            a.shape,
+            b.shape
+        );
     }
-    let a_shape = if a.rank() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
-    let b_shape = if b.rank() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let a_shape = if a.rank() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.clone()
+    };
+    let b_shape = if b.rank() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.clone()
+    };
     let (ra, rb) = (a_shape.len(), b_shape.len());
     let (m, k) = (a_shape[ra - 2], a_shape[ra - 1]);
     let (kb, n) = (b_shape[rb - 2], b_shape[rb - 1]);
     if k != kb {
-        bail!("MatMul: inner dims {k} vs {kb} (shapes {:?} and {:?})", a.shape, b.shape);
+        bail!(
+            "MatMul: inner dims {k} vs {kb} (shapes {:?} and {:?})",
+            a.shape,
+            b.shape
+        );
     }
     let (batch_a, batch_b) = (&a_shape[..ra - 2], &b_shape[..rb - 2]);
     let batch = broadcast_shapes(&[batch_a, batch_b])?;
@@ -124,18 +167,49 @@ pub fn gemm(
         bail!("Gemm: input types differ");
     }
     let (Data::F32(x), Data::F32(y)) = (a.data(), b.data()) else {
-        bail!("Gemm: the oracle supports float inputs only, got {}", a.dtype());
+        bail!(
+            "Gemm: the oracle supports float inputs only, got {}",
+            a.dtype()
+        );
     };
     if a.rank() != 2 || b.rank() != 2 {
-        bail!("Gemm: A and B must be 2-D, got shapes {:?} and {:?}", a.shape, b.shape);
+        bail!(
+            "Gemm: A and B must be 2-D, got shapes {:?} and {:?}",
+            a.shape,
+            b.shape
+        );
     }
-    let (m, k) = if trans_a { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
-    let (kb, n) = if trans_b { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
+    let (m, k) = if trans_a {
+        (a.shape[1], a.shape[0])
+    } else {
+        (a.shape[0], a.shape[1])
+    };
+    let (kb, n) = if trans_b {
+        (b.shape[1], b.shape[0])
+    } else {
+        (b.shape[0], b.shape[1])
+    };
     if k != kb {
-        bail!("Gemm: inner dims {k} vs {kb} (shapes {:?} and {:?}, transA {trans_a}, transB {trans_b})", a.shape, b.shape);
+        bail!(
+            "Gemm: inner dims {k} vs {kb} (shapes {:?} and {:?}, transA {trans_a}, transB {trans_b})",
+            a.shape,
+            b.shape
+        );
     }
-    let a_at = |i: usize, kk: usize| if trans_a { x[kk * m + i] } else { x[i * k + kk] };
-    let b_at = |kk: usize, j: usize| if trans_b { y[j * k + kk] } else { y[kk * n + j] };
+    let a_at = |i: usize, kk: usize| {
+        if trans_a {
+            x[kk * m + i]
+        } else {
+            x[i * k + kk]
+        }
+    };
+    let b_at = |kk: usize, j: usize| {
+        if trans_b {
+            y[j * k + kk]
+        } else {
+            y[kk * n + j]
+        }
+    };
     let c_vals: Option<(Vec<usize>, &[f32])> = match c {
         Some(c) => Some((broadcast_offsets(&c.shape, &[m, n])?, c.f32s()?)),
         None => None,
@@ -171,12 +245,21 @@ mod tests {
         let a = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         let b = f(&[3, 2], &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
         let y = mat_mul(&a, &b).unwrap();
-        assert_eq!((y.shape.clone(), y.f32s().unwrap()), (vec![2, 2], &[58.0f32, 64.0, 139.0, 154.0][..]));
+        assert_eq!(
+            (y.shape.clone(), y.f32s().unwrap()),
+            (vec![2, 2], &[58.0f32, 64.0, 139.0, 154.0][..])
+        );
         // 1-D on either side drops the promoted dim.
         let v = mat_mul(&f(&[3], &[1.0, 0.0, -1.0]), &b).unwrap();
-        assert_eq!((v.shape.clone(), v.f32s().unwrap()), (vec![2], &[-4.0f32, -4.0][..]));
+        assert_eq!(
+            (v.shape.clone(), v.f32s().unwrap()),
+            (vec![2], &[-4.0f32, -4.0][..])
+        );
         let w = mat_mul(&a, &f(&[3], &[1.0, 1.0, 1.0])).unwrap();
-        assert_eq!((w.shape.clone(), w.f32s().unwrap()), (vec![2], &[6.0f32, 15.0][..]));
+        assert_eq!(
+            (w.shape.clone(), w.f32s().unwrap()),
+            (vec![2], &[6.0f32, 15.0][..])
+        );
         assert!(mat_mul(&a, &a).is_err(), "inner dims 3 vs 2");
     }
 
@@ -186,22 +269,31 @@ mod tests {
         let a = f(&[2, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
         let b = f(&[2, 2], &[2.0, 0.0, 0.0, 2.0]);
         let y = mat_mul(&a, &b).unwrap();
-        assert_eq!((y.shape.clone(), y.f32s().unwrap()), (vec![2, 1, 2], &[2.0f32, 4.0, 6.0, 8.0][..]));
+        assert_eq!(
+            (y.shape.clone(), y.f32s().unwrap()),
+            (vec![2, 1, 2], &[2.0f32, 4.0, 6.0, 8.0][..])
+        );
         // [2, 1, 1, 2] x [3, 2, 1] -> [2, 3, 1, 1]
         let a4 = f(&[2, 1, 1, 2], &[1.0, 1.0, 2.0, 2.0]);
         let b3 = f(&[3, 2, 1], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
         let z = mat_mul(&a4, &b3).unwrap();
-        assert_eq!((z.shape.clone(), z.f32s().unwrap()), (vec![2, 3, 1, 1], &[1.0f32, 1.0, 2.0, 2.0, 2.0, 4.0][..]));
+        assert_eq!(
+            (z.shape.clone(), z.f32s().unwrap()),
+            (vec![2, 3, 1, 1], &[1.0f32, 1.0, 2.0, 2.0, 2.0, 4.0][..])
+        );
     }
 
     #[test]
-    fn matmul_wide_rows_cross_column_blocks() {
-        // n > COLUMN_BLOCK: every column j of [1, k] @ [k, n] with b[kk][j] = j + kk is
-        // sum_kk (j + kk) = k j + k (k - 1) / 2.
-        let (k, n) = (3usize, 2 * COLUMN_BLOCK + 5);
+    fn matmul_tiles_cover_every_row_and_column() {
+        // m > 2 ROW_TILE and n > 2 COLUMN_BLOCK, neither a multiple. With a[i][kk] = i + 1 and
+        // b[kk][j] = j + kk, out[i][j] = (i + 1) sum_kk (j + kk) = (i + 1) (k j + k (k - 1) / 2).
+        let (m, k, n) = (2 * ROW_TILE + 3, 3usize, 2 * COLUMN_BLOCK + 5);
+        let a: Vec<f32> = (0..m * k).map(|e| (e / k + 1) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|e| ((e % n) + e / n) as f32).collect();
-        let y = mat_mul(&f(&[1, k], &[1.0; 3]), &f(&[k, n], &b)).unwrap();
-        let want: Vec<f32> = (0..n).map(|j| (k * j + k * (k - 1) / 2) as f32).collect();
+        let y = mat_mul(&f(&[m, k], &a), &f(&[k, n], &b)).unwrap();
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| ((e / n + 1) * (k * (e % n) + k * (k - 1) / 2)) as f32)
+            .collect();
         assert_eq!(y.f32s().unwrap(), want.as_slice());
     }
 

@@ -147,7 +147,18 @@ pub(crate) fn run_op_with(
     opset: i64,
     external: Option<&mut ExternalData>,
 ) -> Result<Vec<Option<OTensor>>> {
-    let fail = |e: Error| Error::Op { op: op_type.to_string(), message: e.into_message() };
+    // Op functions prefix their messages with the op name; the wrapper names it once.
+    let fail = |e: Error| {
+        let message = e.into_message();
+        let message = match message.strip_prefix(&format!("{op_type}: ")) {
+            Some(rest) => rest.to_string(),
+            None => message,
+        };
+        Error::Op {
+            op: op_type.to_string(),
+            message,
+        }
+    };
     if !is_supported(domain, op_type) {
         let d = if domain.is_empty() { "ai.onnx" } else { domain };
         return Err(fail(Error::msg(format!("unsupported op {d}::{op_type}"))));
@@ -179,7 +190,11 @@ fn int_list(t: &OTensor, what: &str) -> Result<Vec<i64>> {
 }
 
 /// Axes from input `i` when present, else from the `axes` attribute.
-fn axes_from(inputs: &[Option<OTensor>], i: usize, attrs: &[pb::AttributeProto]) -> Result<Option<Vec<i64>>> {
+fn axes_from(
+    inputs: &[Option<OTensor>],
+    i: usize,
+    attrs: &[pb::AttributeProto],
+) -> Result<Option<Vec<i64>>> {
     match opt_input(inputs, i) {
         Some(t) => Ok(Some(int_list(t, "axes")?)),
         None => Ok(ints(attrs, "axes")),
@@ -227,9 +242,11 @@ fn dispatch(
         "IsNaN" => one(is_nan(x()?)?),
         "LeakyRelu" => one(leaky_relu(x()?, float_or(attrs, "alpha", 0.01)?)?),
         "Elu" => one(elu(x()?, float_or(attrs, "alpha", 1.0)?)?),
-        "HardSigmoid" => {
-            one(hard_sigmoid(x()?, float_or(attrs, "alpha", 0.2)?, float_or(attrs, "beta", 0.5)?)?)
-        }
+        "HardSigmoid" => one(hard_sigmoid(
+            x()?,
+            float_or(attrs, "alpha", 0.2)?,
+            float_or(attrs, "beta", 0.5)?,
+        )?),
         "HardSwish" => one(hard_swish(x()?)?),
         "Gelu" => match string(attrs, "approximate")?.as_deref() {
             None | Some("none") => one(gelu(x()?, false)?),
@@ -246,7 +263,10 @@ fn dispatch(
             }
             let data = x()?.clone();
             let mask = if n_outputs > 1 {
-                Some(OTensor::from_bool(data.shape.clone(), vec![true; data.numel()])?)
+                Some(OTensor::from_bool(
+                    data.shape.clone(),
+                    vec![true; data.numel()],
+                )?)
             } else {
                 None
             };
@@ -292,8 +312,8 @@ fn dispatch(
             let (lo, hi) = (bound(1, "min")?, bound(2, "max")?);
             one(clip(x, lo.as_ref(), hi.as_ref())?)
         }
-        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceSumSquare" | "ReduceL1"
-        | "ReduceL2" | "ReduceLogSumExp" => {
+        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd"
+        | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp" => {
             let op = match op_type {
                 "ReduceSum" => Reduce::Sum,
                 "ReduceMean" => Reduce::Mean,
@@ -314,14 +334,22 @@ fn dispatch(
             let axis = int_or(attrs, "axis", 0)?;
             let keepdims = bool_or(attrs, "keepdims", true)?;
             let last = bool_or(attrs, "select_last_index", false)?;
-            let f = if op_type == "ArgMax" { arg_max } else { arg_min };
+            let f = if op_type == "ArgMax" {
+                arg_max
+            } else {
+                arg_min
+            };
             one(f(x()?, axis, keepdims, last)?)
         }
         "Softmax" | "LogSoftmax" => {
             // Opset 13 changed the default axis (1 -> -1) and dropped the 2-D coercion.
             let legacy = opset < 13;
             let axis = int_or(attrs, "axis", if legacy { 1 } else { -1 })?;
-            let f = if op_type == "Softmax" { softmax } else { log_softmax };
+            let f = if op_type == "Softmax" {
+                softmax
+            } else {
+                log_softmax
+            };
             one(f(x()?, axis, legacy)?)
         }
         "MatMul" => one(mat_mul(x()?, y()?)?),
@@ -335,7 +363,11 @@ fn dispatch(
             bool_or(attrs, "transB", false)?,
         )?),
         "Gather" => one(gather(x()?, y()?, int_or(attrs, "axis", 0)?)?),
-        "Reshape" => one(reshape(x()?, &int_list(y()?, "shape")?, bool_or(attrs, "allowzero", false)?)?),
+        "Reshape" => one(reshape(
+            x()?,
+            &int_list(y()?, "shape")?,
+            bool_or(attrs, "allowzero", false)?,
+        )?),
         "Transpose" => one(transpose(x()?, ints(attrs, "perm").as_deref())?),
         "Concat" => {
             let axis = int(attrs, "axis")?.ok_or_else(|| Error::msg("missing attribute `axis`"))?;
@@ -343,13 +375,25 @@ fn dispatch(
         }
         "Slice" => {
             if has(attrs, "starts") {
-                bail!("Slice-1 (starts/ends as attributes) is not supported; re-export with opset >= 10");
+                bail!(
+                    "Slice-1 (starts/ends as attributes) is not supported; re-export with opset >= 10"
+                );
             }
             let starts = int_list(input(inputs, 1)?, "starts")?;
             let ends = int_list(input(inputs, 2)?, "ends")?;
-            let axes = opt_input(inputs, 3).map(|t| int_list(t, "axes")).transpose()?;
-            let steps = opt_input(inputs, 4).map(|t| int_list(t, "steps")).transpose()?;
-            one(slice(x()?, &starts, &ends, axes.as_deref(), steps.as_deref())?)
+            let axes = opt_input(inputs, 3)
+                .map(|t| int_list(t, "axes"))
+                .transpose()?;
+            let steps = opt_input(inputs, 4)
+                .map(|t| int_list(t, "steps"))
+                .transpose()?;
+            one(slice(
+                x()?,
+                &starts,
+                &ends,
+                axes.as_deref(),
+                steps.as_deref(),
+            )?)
         }
         "Split" => {
             // `split` is an attribute before opset 13 and an input since; `num_outputs` (18+).
@@ -362,12 +406,19 @@ fn dispatch(
                 Some(n) => Some(n as usize),
                 None => None,
             };
-            let parts = split(x()?, int_or(attrs, "axis", 0)?, sizes.as_deref(), num_outputs, n_outputs)?;
+            let parts = split(
+                x()?,
+                int_or(attrs, "axis", 0)?,
+                sizes.as_deref(),
+                num_outputs,
+                n_outputs,
+            )?;
             Ok(parts.into_iter().map(Some).collect())
         }
         "Squeeze" => one(squeeze(x()?, axes_from(inputs, 1, attrs)?.as_deref())?),
         "Unsqueeze" => {
-            let axes = axes_from(inputs, 1, attrs)?.ok_or_else(|| Error::msg("Unsqueeze needs axes"))?;
+            let axes =
+                axes_from(inputs, 1, attrs)?.ok_or_else(|| Error::msg("Unsqueeze needs axes"))?;
             one(unsqueeze(x()?, &axes)?)
         }
         "Flatten" => one(flatten(x()?, int_or(attrs, "axis", 1)?)?),
@@ -384,7 +435,10 @@ fn dispatch(
                 ),
                 None => None,
             };
-            one(constant_of_shape(&int_list(x()?, "shape")?, value.as_ref())?)
+            one(constant_of_shape(
+                &int_list(x()?, "shape")?,
+                value.as_ref(),
+            )?)
         }
         "Range" => one(range(x()?, y()?, input(inputs, 2)?)?),
         "Trilu" => {
@@ -410,8 +464,13 @@ fn dispatch(
         }
         "SkipSimplifiedLayerNormalization" => {
             let eps = float_or(attrs, "epsilon", 1e-5)?;
-            let (y, inv, sum) =
-                skip_simplified_layer_normalization(x()?, y()?, input(inputs, 2)?, opt_input(inputs, 3), eps)?;
+            let (y, inv, sum) = skip_simplified_layer_normalization(
+                x()?,
+                y()?,
+                input(inputs, 2)?,
+                opt_input(inputs, 3),
+                eps,
+            )?;
             // Outputs: output, mean (not defined for the simplified form), inv_std_var, sum.
             Ok(vec![Some(y), None, Some(inv), Some(sum)])
         }

@@ -9,24 +9,44 @@ use crate::ops::elementwise::add;
 use crate::tensor::{DType, Data, OTensor, broadcast_offsets, norm_axis};
 
 /// The values of `param` (scale or bias) broadcast to the normalised dims `x.shape[axis..]`.
-fn broadcast_param(op: &str, what: &str, param: &OTensor, x: &OTensor, axis: usize) -> Result<Vec<f64>> {
+fn broadcast_param(
+    op: &str,
+    what: &str,
+    param: &OTensor,
+    x: &OTensor,
+    axis: usize,
+) -> Result<Vec<f64>> {
     let Data::F32(v) = param.data() else {
         bail!("{op}: {what} must be float, got {}", param.dtype());
     };
     let tail = &x.shape[axis..];
-    let offsets = broadcast_offsets(&param.shape, tail)
-        .map_err(|_| crate::error::Error::msg(format!("{op}: {what} shape {:?} does not broadcast to the normalised dims {tail:?}", param.shape)))?;
+    let offsets = broadcast_offsets(&param.shape, tail).map_err(|_| {
+        crate::error::Error::msg(format!(
+            "{op}: {what} shape {:?} does not broadcast to the normalised dims {tail:?}",
+            param.shape
+        ))
+    })?;
     Ok(offsets.iter().map(|&o| v[o] as f64).collect())
 }
 
 /// The statistics shape: `x`'s shape with the normalised dims set to 1.
 fn stats_shape(x: &OTensor, axis: usize) -> Vec<usize> {
-    x.shape.iter().enumerate().map(|(i, &d)| if i >= axis { 1 } else { d }).collect()
+    x.shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if i >= axis { 1 } else { d })
+        .collect()
 }
 
 /// `y = x / sqrt(mean(x^2) + eps) * scale` over dims `axis..`; also returns `1 / sqrt(mean(x^2) + eps)`
 /// (f32, shape with the normalised dims set to 1).
-fn rms_norm(op: &str, x: &OTensor, scale: &OTensor, axis: i64, eps: f32) -> Result<(OTensor, OTensor)> {
+fn rms_norm(
+    op: &str,
+    x: &OTensor,
+    scale: &OTensor,
+    axis: i64,
+    eps: f32,
+) -> Result<(OTensor, OTensor)> {
     let Data::F32(v) = x.data() else {
         bail!("{op}: input must be float, got {}", x.dtype());
     };
@@ -46,12 +66,24 @@ fn rms_norm(op: &str, x: &OTensor, scale: &OTensor, axis: i64, eps: f32) -> Resu
         }
     }
     let inv_shape = stats_shape(x, axis);
-    let inv = if n == 0 { vec![0.0; inv_shape.iter().product()] } else { inv };
-    Ok((OTensor::new(x.shape.clone(), x.dtype(), Data::F32(out))?, OTensor::new(inv_shape, DType::F32, Data::F32(inv))?))
+    let inv = if n == 0 {
+        vec![0.0; inv_shape.iter().product()]
+    } else {
+        inv
+    };
+    Ok((
+        OTensor::new(x.shape.clone(), x.dtype(), Data::F32(out))?,
+        OTensor::new(inv_shape, DType::F32, Data::F32(inv))?,
+    ))
 }
 
 /// `SimplifiedLayerNormalization` (ai.onnx or com.microsoft): outputs `Y` and `inv_std_var`.
-pub fn simplified_layer_normalization(x: &OTensor, scale: &OTensor, axis: i64, epsilon: f32) -> Result<(OTensor, OTensor)> {
+pub fn simplified_layer_normalization(
+    x: &OTensor,
+    scale: &OTensor,
+    axis: i64,
+    epsilon: f32,
+) -> Result<(OTensor, OTensor)> {
     rms_norm("SimplifiedLayerNormalization", x, scale, axis, epsilon)
 }
 
@@ -104,7 +136,11 @@ pub fn layer_normalization(
     if n > 0 {
         for (row, out_row) in v.chunks(n).zip(out.chunks_mut(n)) {
             let mean = row.iter().map(|&a| a as f64).sum::<f64>() / n as f64;
-            let var = row.iter().map(|&a| (a as f64 - mean) * (a as f64 - mean)).sum::<f64>() / n as f64;
+            let var = row
+                .iter()
+                .map(|&a| (a as f64 - mean) * (a as f64 - mean))
+                .sum::<f64>()
+                / n as f64;
             let r = 1.0 / (var + epsilon as f64).sqrt();
             for (j, (o, &a)) in out_row.iter_mut().zip(row).enumerate() {
                 *o = ((a as f64 - mean) * r * scale[j] + bias[j]) as f32;
@@ -146,7 +182,10 @@ mod tests {
         assert!(y.f32s().unwrap()[2].is_nan());
         let (y2, _) = simplified_layer_normalization(&x, &f(&[2], &[1.0, 1.0]), -1, 1e-5).unwrap();
         assert_eq!(&y2.f32s().unwrap()[2..], &[0.0, 0.0]);
-        assert!(rms_normalization(&x, &f(&[3], &[1.0; 3]), -1, 1e-5).is_err(), "scale must fit");
+        assert!(
+            rms_normalization(&x, &f(&[3], &[1.0; 3]), -1, 1e-5).is_err(),
+            "scale must fit"
+        );
     }
 
     #[test]
@@ -154,7 +193,9 @@ mod tests {
         let x = f(&[1, 2], &[1.0, 2.0]);
         let skip = f(&[1, 2], &[2.0, 2.0]);
         let bias = f(&[2], &[0.0, 1.0]);
-        let (y, _, sum) = skip_simplified_layer_normalization(&x, &skip, &f(&[2], &[1.0, 1.0]), Some(&bias), 0.0).unwrap();
+        let (y, _, sum) =
+            skip_simplified_layer_normalization(&x, &skip, &f(&[2], &[1.0, 1.0]), Some(&bias), 0.0)
+                .unwrap();
         assert_eq!(sum.f32s().unwrap(), &[3.0, 5.0]);
         let r = 1.0 / ((9.0f64 + 25.0) / 2.0).sqrt();
         assert_eq!(y.f32s().unwrap(), &[(3.0 * r) as f32, (5.0 * r) as f32]);
@@ -163,8 +204,14 @@ mod tests {
     #[test]
     fn layer_norm_by_hand() {
         // Row [1, 3]: mean 2, var 1 → [-1, 1] * scale + bias.
-        let (y, mean, inv) =
-            layer_normalization(&f(&[1, 2], &[1.0, 3.0]), &f(&[2], &[2.0, 3.0]), Some(&f(&[2], &[0.5, 0.5])), -1, 0.0).unwrap();
+        let (y, mean, inv) = layer_normalization(
+            &f(&[1, 2], &[1.0, 3.0]),
+            &f(&[2], &[2.0, 3.0]),
+            Some(&f(&[2], &[0.5, 0.5])),
+            -1,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(y.f32s().unwrap(), &[-1.5, 3.5]);
         assert_eq!(mean.f32s().unwrap(), &[2.0]);
         assert_eq!(inv.f32s().unwrap(), &[1.0]);
