@@ -1,6 +1,8 @@
-//! The engine against the ONNX Runtime goldens in `goldens/`: for every case, the package hash
-//! matches, the prompt tokenizes to the golden's ids, the greedy tokens are identical, and each
-//! step's top-5 logits agree within a stated tolerance.
+//! The three-way check behind "did the PR change the answer?": for every golden case in
+//! `goldens/`, engine CPU tokens == independent oracle tokens == ONNX Runtime golden tokens,
+//! byte-identical; the package hash matches the golden's; the prompt tokenizes to the golden's
+//! ids; and each step's top-5 logits agree within a stated tolerance. Mismatches are reported
+//! through the comparison library (first diverging step, tokens as text, near-tie or real).
 //!
 //! SmolLM2 is provisioned automatically (`engine fetch smollm2` logic, cached in
 //! `$ENGINE_CACHE_DIR` or ~/.cache/decoder-gate); if that is impossible the test fails with the
@@ -13,6 +15,8 @@ use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
 use engine::{CpuBackend, DType, tiny};
+use oracles::Oracle;
+use oracles::compare::{NEAR_TIE_F32, StepTop, Verdict, compare};
 use serde_json::Value;
 
 /// |engine − ORT| allowed on a top-5 logit. Both run f32 but sum in different orders; measured
@@ -55,6 +59,12 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
     let codec = TextCodec::open(dir).unwrap();
     let sha = package.model.sha256().unwrap();
     let session = Session::new(&package, CpuBackend::new(0).unwrap()).unwrap();
+    let oracle = Oracle::open(dir).unwrap();
+    assert_eq!(
+        oracle.model_sha256(),
+        sha,
+        "oracle and engine hash the package the same way"
+    );
     let eos = package.eos_token_ids().unwrap_or_default();
     let mut failures = Vec::new();
     for (case, g) in goldens(model) {
@@ -82,39 +92,77 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
             use_kv_cache: true,
         };
         let out = session.generate(&prompt_ids, &opts, true).unwrap();
+        let reference = oracle.decode(&prompt_ids, opts.max_new_tokens).unwrap();
         let want = ids(&g["generated_ids"]);
-        if out.generated_ids != want {
-            failures.push(format!(
-                "{case}: tokens differ\n  engine {:?}\n  golden {want:?}",
-                out.generated_ids
-            ));
+        let golden_steps: Vec<StepTop> = g["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| StepTop {
+                top: s["top"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap() as f32))
+                    .collect(),
+            })
+            .collect();
+        let oracle_steps: Vec<StepTop> = reference
+            .steps
+            .iter()
+            .map(|s| StepTop { top: s.top.clone() })
+            .collect();
+        let text = |id: u32| codec.decode(&[id]).unwrap_or_default();
+        let engine_ids = &out.generated_ids;
+        let oracle_ids = &reference.generated_ids;
+        let verdicts = [
+            (
+                "engine vs golden",
+                compare(&want, &golden_steps, engine_ids, &text, NEAR_TIE_F32),
+            ),
+            (
+                "engine vs oracle",
+                compare(oracle_ids, &oracle_steps, engine_ids, &text, NEAR_TIE_F32),
+            ),
+            (
+                "oracle vs golden",
+                compare(&want, &golden_steps, oracle_ids, &text, NEAR_TIE_F32),
+            ),
+        ];
+        let mut agree = true;
+        for (who, verdict) in verdicts {
+            if let Verdict::Diverged(d) = verdict {
+                failures.push(format!("{model}/{case}: {who}: {d}"));
+                agree = false;
+            }
+        }
+        if !agree {
             continue;
         }
-        let mut worst = 0.0f32;
-        for (step, (logits, s)) in out
-            .logits
+        // Top-5 logits of every step: engine vs golden and engine vs oracle.
+        let mut worst = [0.0f32; 2];
+        for (k, (who, steps)) in [("golden", &golden_steps), ("oracle", &oracle_steps)]
             .iter()
-            .zip(g["steps"].as_array().unwrap())
             .enumerate()
         {
-            for pair in s["top"].as_array().unwrap() {
-                let (id, want) = (
-                    pair[0].as_u64().unwrap() as usize,
-                    pair[1].as_f64().unwrap() as f32,
-                );
-                let d = (logits[id] - want).abs();
-                worst = worst.max(d);
-                if d > tol {
-                    failures.push(format!(
-                        "{case} step {step}: logit of id {id} is {} vs golden {want}",
-                        logits[id]
-                    ));
+            for (step, (logits, s)) in out.logits.iter().zip(steps.iter()).enumerate() {
+                for &(id, want) in &s.top {
+                    let got = logits[id as usize];
+                    worst[k] = worst[k].max((got - want).abs());
+                    if (got - want).abs() > tol {
+                        failures.push(format!(
+                            "{model}/{case} step {step}: logit of id {id} is {got} vs {who} {want}"
+                        ));
+                    }
                 }
             }
         }
         eprintln!(
-            "{model}/{case}: {} tokens identical, worst top-5 logit difference {worst:.2e}",
-            want.len()
+            "{model}/{case}: {} tokens identical (engine, oracle, golden); worst top-5 logit \
+             difference {:.2e} vs golden, {:.2e} vs oracle",
+            want.len(),
+            worst[0],
+            worst[1]
         );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
