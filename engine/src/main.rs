@@ -138,6 +138,13 @@ fn run(cli: Cli) -> Result<()> {
             if ids.is_empty() {
                 anyhow::bail!("the prompt encodes to no tokens");
             }
+            // Byte-level vocabularies can lack some byte symbols (SmolLM2's lacks 21, e.g. 0x04):
+            // the tokenizer then drops those bytes, exactly as upstream does. Say so.
+            if codec.decode(&ids)? != text {
+                eprintln!(
+                    "warning: the prompt contains characters this tokenizer cannot represent; they were dropped (as the upstream tokenizer does)"
+                );
+            }
             let eos = if ignore_eos {
                 Vec::new()
             } else {
