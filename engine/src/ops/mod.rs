@@ -689,6 +689,12 @@ impl Op {
                 } else {
                     norm_axes(&axes, rank)?
                 };
+                if rank == 0 {
+                    // A scalar is a one-element reduction (SumSquare squares it, L1 takes |x|);
+                    // an empty axis list would mean "no reduction" to the backend.
+                    let x1 = b.reshape(x, vec![1])?;
+                    return one(b.reduce(*op, &x1, &[0], false)?);
+                }
                 one(b.reduce(*op, x, &axes, *keepdims)?)
             }
             Op::ArgExtreme {
@@ -1004,6 +1010,37 @@ impl Op {
             Op::Range => {
                 let (s, l, d) = (input(inputs, 0)?, input(inputs, 1)?, input(inputs, 2)?);
                 let dtype = b.dtype(s);
+                if matches!(dtype, DType::I64 | DType::I32) {
+                    // Exact integer arithmetic (f64 would round values above 2^53).
+                    let scalar = |t: &B::Tensor, what: &str| -> Result<i64> {
+                        match host_ints(b, t, what)?.as_slice() {
+                            [v] => Ok(*v),
+                            other => bail!("{what} must have one element, got {}", other.len()),
+                        }
+                    };
+                    let (start, limit, delta) = (
+                        scalar(s, "start")?,
+                        scalar(l, "limit")?,
+                        scalar(d, "delta")?,
+                    );
+                    if delta == 0 {
+                        bail!("Range delta must not be 0");
+                    }
+                    let span = limit as i128 - start as i128;
+                    let step = delta.unsigned_abs() as i128;
+                    let n = if span != 0 && (span > 0) == (delta > 0) {
+                        ((span.abs() + step - 1) / step) as usize
+                    } else {
+                        0
+                    };
+                    let values = (0..n as i64).map(|i| start.wrapping_add(i.wrapping_mul(delta)));
+                    let data = if dtype == DType::I64 {
+                        Data::I64(values.collect())
+                    } else {
+                        Data::I32(values.map(|v| v as i32).collect())
+                    };
+                    return one(b.upload(&Tensor::from_parts(vec![n], data))?);
+                }
                 let (start, limit, delta) = (
                     host_f64(b, s, "start")?,
                     host_f64(b, l, "limit")?,
@@ -1162,13 +1199,21 @@ fn arg_extreme(
 ) -> Result<Tensor> {
     let shape = x.shape().to_vec();
     let axis = norm_axis(axis, shape.len())?;
-    let v = match x.dtype() {
-        DType::I64 => x
-            .to_i64_vec()?
-            .iter()
-            .map(|&v| v as f64)
-            .collect::<Vec<_>>(),
-        _ => x.to_f32_vec().iter().map(|&v| v as f64).collect(),
+    // Integers compare exactly as i64 (f64 would merge values above 2^53); floats as f64.
+    #[derive(PartialEq, PartialOrd, Clone, Copy)]
+    enum Key {
+        I(i64),
+        F(f64),
+    }
+    let v: Vec<Key> = match x.dtype() {
+        DType::I64 | DType::I32 | DType::U8 | DType::Bool => {
+            x.to_i64_vec()?.into_iter().map(Key::I).collect()
+        }
+        _ => x
+            .to_f32_vec()
+            .into_iter()
+            .map(|v| Key::F(v as f64))
+            .collect(),
     };
     let outer: usize = shape[..axis].iter().product();
     let n = shape[axis];
