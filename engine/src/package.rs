@@ -294,20 +294,29 @@ pub fn resolve_io(
         .map(|g| g.model.decoder.outputs.clone())
         .unwrap_or_default();
     let declare = |key: &str| format!("declare io.{key} in {sidecar_name}");
-    let check_port = |ports: &[Port], name: String, key: &str, from: &str| {
-        if ports.iter().any(|p| p.name == name) {
-            Ok(name)
+    // The port a key names explicitly: the sidecar first, then genai_config.json. `None` when
+    // neither declares it (then it is derived); an error when the named port does not exist.
+    let declared = |s: &Option<String>, g: &Option<String>, kind: &str, key: &str| {
+        let (name, from) = match (s, g) {
+            (Some(n), _) => (n, "the sidecar"),
+            (None, Some(n)) => (n, "genai_config.json"),
+            (None, None) => return Ok(None),
+        };
+        let ports = if kind == "input" { inputs } else { outputs };
+        if ports.iter().any(|p| &p.name == name) {
+            Ok(Some(name.clone()))
         } else {
-            let kind = if std::ptr::eq(ports, inputs) {
-                "input"
-            } else {
-                "output"
-            };
             Err(format!(
                 "io.{key} from {from} names {kind} {name:?}, which the graph does not have (graph {kind}s: {})",
                 list(ports.iter().map(|p| p.name.as_str()))
             ))
         }
+    };
+    let by_name = |ports: &[Port], name: &str| {
+        ports
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.name.clone())
     };
 
     // Layer patterns: explicit (sidecar `{layer}`, genai `%d`) or derived.
@@ -421,46 +430,23 @@ pub fn resolve_io(
         })
         .collect();
 
-    let mask = match (&sio.attention_mask, &gin.attention_mask) {
-        (Some(n), _) => Some(check_port(
-            inputs,
-            n.clone(),
-            "attention_mask",
-            "the sidecar",
-        )?),
-        (None, Some(n)) => Some(check_port(
-            inputs,
-            n.clone(),
-            "attention_mask",
-            "genai_config.json",
-        )?),
-        _ => inputs
-            .iter()
-            .find(|p| p.name == "attention_mask")
-            .map(|p| p.name.clone()),
-    };
-    let position = match (&sio.position_ids, &gin.position_ids) {
-        (Some(n), _) => Some(check_port(
-            inputs,
-            n.clone(),
-            "position_ids",
-            "the sidecar",
-        )?),
-        (None, Some(n)) => Some(check_port(
-            inputs,
-            n.clone(),
-            "position_ids",
-            "genai_config.json",
-        )?),
-        _ => inputs
-            .iter()
-            .find(|p| p.name == "position_ids")
-            .map(|p| p.name.clone()),
-    };
-    let token_input = match (&sio.token_input, &gin.input_ids) {
-        (Some(n), _) => check_port(inputs, n.clone(), "token_input", "the sidecar")?,
-        (None, Some(n)) => check_port(inputs, n.clone(), "token_input", "genai_config.json")?,
-        _ => match inputs.iter().find(|p| p.name == "input_ids") {
+    let mask = declared(
+        &sio.attention_mask,
+        &gin.attention_mask,
+        "input",
+        "attention_mask",
+    )?
+    .or_else(|| by_name(inputs, "attention_mask"));
+    let position = declared(
+        &sio.position_ids,
+        &gin.position_ids,
+        "input",
+        "position_ids",
+    )?
+    .or_else(|| by_name(inputs, "position_ids"));
+    let token_input = match declared(&sio.token_input, &gin.input_ids, "input", "token_input")? {
+        Some(n) => n,
+        None => match inputs.iter().find(|p| p.name == "input_ids") {
             Some(p) => p.name.clone(),
             None => {
                 // By tensor shape: integer inputs of rank 2 not already claimed.
@@ -494,10 +480,9 @@ pub fn resolve_io(
             }
         },
     };
-    let logits = match (&sio.logits, &gout.logits) {
-        (Some(n), _) => check_port(outputs, n.clone(), "logits", "the sidecar")?,
-        (None, Some(n)) => check_port(outputs, n.clone(), "logits", "genai_config.json")?,
-        _ => match outputs.iter().find(|p| p.name == "logits") {
+    let logits = match declared(&sio.logits, &gout.logits, "output", "logits")? {
+        Some(n) => n,
+        None => match outputs.iter().find(|p| p.name == "logits") {
             Some(p) => p.name.clone(),
             None => {
                 let cands: Vec<&str> = outputs
