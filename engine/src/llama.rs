@@ -146,67 +146,50 @@ impl GraphBuilder {
         name.to_string()
     }
 
-    /// A small inline constant initializer.
-    fn const_i64(&mut self, values: &[i64], scalar: bool) -> String {
+    /// A small inline constant initializer named `const_{kind}_{n}`: `raw` is its
+    /// little-endian data, `len` its element count (a rank-0 tensor when `scalar`).
+    fn constant(
+        &mut self,
+        kind: &str,
+        dtype: DType,
+        raw: Vec<u8>,
+        len: usize,
+        scalar: bool,
+    ) -> String {
         self.counter += 1;
-        let name = format!("const_i64_{}", self.counter);
+        let name = format!("const_{kind}_{}", self.counter);
         self.initializers.push(pb::TensorProto {
             name: Some(name.clone()),
-            dims: if scalar {
-                vec![]
-            } else {
-                vec![values.len() as i64]
-            },
-            data_type: Some(7),
-            raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            dims: if scalar { vec![] } else { vec![len as i64] },
+            data_type: Some(dtype.to_onnx()),
+            raw_data: Some(raw),
             ..Default::default()
         });
         name
+    }
+
+    fn const_i64(&mut self, values: &[i64], scalar: bool) -> String {
+        let raw = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.constant("i64", DType::I64, raw, values.len(), scalar)
     }
 
     /// A float constant in the graph's float type.
     fn const_float(&mut self, values: &[f32], scalar: bool) -> String {
         match self.dtype {
             DType::F16 => {
-                self.counter += 1;
-                let name = format!("const_f16_{}", self.counter);
-                self.initializers.push(pb::TensorProto {
-                    name: Some(name.clone()),
-                    dims: if scalar {
-                        vec![]
-                    } else {
-                        vec![values.len() as i64]
-                    },
-                    data_type: Some(DType::F16.to_onnx()),
-                    raw_data: Some(
-                        values
-                            .iter()
-                            .flat_map(|v| f16::from_f32(*v).to_le_bytes())
-                            .collect(),
-                    ),
-                    ..Default::default()
-                });
-                name
+                let raw = values
+                    .iter()
+                    .flat_map(|v| f16::from_f32(*v).to_le_bytes())
+                    .collect();
+                self.constant("f16", DType::F16, raw, values.len(), scalar)
             }
             _ => self.const_f32(values, scalar),
         }
     }
 
     fn const_f32(&mut self, values: &[f32], scalar: bool) -> String {
-        self.counter += 1;
-        let name = format!("const_f32_{}", self.counter);
-        self.initializers.push(pb::TensorProto {
-            name: Some(name.clone()),
-            dims: if scalar {
-                vec![]
-            } else {
-                vec![values.len() as i64]
-            },
-            data_type: Some(1),
-            raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
-            ..Default::default()
-        });
-        name
+        let raw = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.constant("f32", DType::F32, raw, values.len(), scalar)
     }
 }
 
