@@ -1,0 +1,1 @@
+//! The git stage: revisions, merge-base and worktrees (being written).

@@ -1,0 +1,10 @@
+//! `harness`: the regression gate. Pipeline (each stage testable alone):
+//! [`git`] (revisions, merge-base, worktrees) → [`build`] (cargo in each worktree, bench
+//! executables) → [`run`] (interleaved ABBA rounds of criterion executables) → [`stats`] (pure
+//! decision functions) → [`report`] (terminal, markdown, JSON). [`results`] is the saved-run data
+//! model every stage after `run` reads; [`config`] is `harness.yaml`.
+
+pub mod git;
+pub mod report;
+pub mod results;
+pub mod stats;

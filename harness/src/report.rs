@@ -1,0 +1,1 @@
+//! The report stage: terminal, markdown and JSON renderings of a run (being written).

@@ -1,0 +1,1 @@
+//! The stats stage: pure decision functions over per-round timings (being written).
