@@ -1,0 +1,188 @@
+//! The build stage: `cargo bench --no-run --message-format=json` in a revision's worktree with
+//! that revision's own persistent target dir, collecting the bench executables from cargo's JSON
+//! messages. A failed build is a value ([`BuildFailure`], with the compiler's last lines), never
+//! a crash of the gate.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// How many lines of compiler output a failure keeps.
+pub const LOG_TAIL_LINES: usize = 30;
+
+/// The bench executables of one revision, by `[[bench]]` target name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BenchExes {
+    pub by_target: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildFailure {
+    pub message: String,
+    pub log_tail: Vec<String>,
+}
+
+/// What to build.
+#[derive(Clone)]
+pub struct BuildRequest<'a> {
+    /// The worktree (cargo runs there).
+    pub dir: &'a Path,
+    /// The revision's persistent target dir.
+    pub target_dir: &'a Path,
+    pub packages: &'a [String],
+    /// Bench target names to build (empty: every bench target of the packages).
+    pub benches: &'a [String],
+    /// Where cargo's stderr goes line by line (progress), besides being kept for the failure.
+    pub on_line: &'a (dyn Fn(&str) + Sync),
+}
+
+/// Builds the bench executables. Bench targets that the suite names but the revision lacks are
+/// simply absent from the result (they show up as 🆕/➖), not an error — unless none at all exist.
+pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(req.dir)
+        .arg("bench")
+        .arg("--no-run")
+        .arg("--message-format=json-render-diagnostics");
+    for p in req.packages {
+        cmd.arg("-p").arg(p);
+    }
+    // Only the targets that exist in this revision can be named; cargo errors on unknown ones.
+    let existing = existing_bench_targets(req.dir, req.packages);
+    let wanted: Vec<&String> = if req.benches.is_empty() {
+        Vec::new()
+    } else {
+        req.benches
+            .iter()
+            .filter(|b| existing.as_ref().is_none_or(|e| e.contains(*b)))
+            .collect()
+    };
+    if !req.benches.is_empty() && wanted.is_empty() {
+        return Ok(BenchExes::default());
+    }
+    for b in &wanted {
+        cmd.arg("--bench").arg(b);
+    }
+    cmd.env("CARGO_TARGET_DIR", req.target_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| BuildFailure {
+        message: format!("cannot run cargo in {}: {e}", req.dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    let stderr = child.stderr.take().expect("piped");
+    let on_line = req.on_line;
+    let (exes, stderr_lines) = std::thread::scope(|s| {
+        let err = s.spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                on_line(&line);
+                lines.push(line);
+            }
+            lines
+        });
+        let mut stdout = String::new();
+        let _ = child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_string(&mut stdout);
+        (parse_cargo_messages(&stdout), err.join().unwrap_or_default())
+    });
+    let status = child.wait().map_err(|e| BuildFailure {
+        message: format!("cargo in {}: {e}", req.dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    if !status.success() {
+        return Err(BuildFailure {
+            message: format!("`cargo bench --no-run` failed in {} ({status})", req.dir.display()),
+            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
+        });
+    }
+    Ok(exes)
+}
+
+/// The `[[bench]]` target names of `packages` in the workspace at `dir`, from `cargo metadata`
+/// (None if cargo metadata fails: then cargo's own error is reported by the build).
+fn existing_bench_targets(dir: &Path, packages: &[String]) -> Option<Vec<String>> {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(dir)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let mut names = Vec::new();
+    for p in v["packages"].as_array()? {
+        if !packages.iter().any(|n| p["name"] == n.as_str()) {
+            continue;
+        }
+        for t in p["targets"].as_array()? {
+            if t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bench")) {
+                names.push(t["name"].as_str()?.to_string());
+            }
+        }
+    }
+    Some(names)
+}
+
+/// The bench executables in cargo's `--message-format=json` stdout.
+pub fn parse_cargo_messages(stdout: &str) -> BenchExes {
+    let mut out = BenchExes::default();
+    for line in stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let is_bench = v["target"]["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "bench"));
+        if let (true, Some(exe), Some(name)) = (
+            is_bench,
+            v["executable"].as_str(),
+            v["target"]["name"].as_str(),
+        ) {
+            out.by_target.insert(name.to_string(), PathBuf::from(exe));
+        }
+    }
+    out
+}
+
+pub fn tail(lines: &[String], n: usize) -> Vec<String> {
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_bench_executables_only() {
+        let msgs = r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"engine"},"executable":null}
+{"reason":"compiler-artifact","target":{"kind":["bench"],"name":"kernels"},"executable":"/t/release/deps/kernels-abc"}
+{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"engine"},"executable":"/t/release/engine"}
+not json
+{"reason":"build-finished","success":true}"#;
+        let exes = parse_cargo_messages(msgs);
+        assert_eq!(exes.by_target.len(), 1);
+        assert_eq!(
+            exes.by_target["kernels"],
+            PathBuf::from("/t/release/deps/kernels-abc")
+        );
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let lines: Vec<String> = (0..50).map(|i| i.to_string()).collect();
+        assert_eq!(tail(&lines, 3), vec!["47", "48", "49"]);
+        assert_eq!(tail(&lines[..2], 3), vec!["0", "1"]);
+    }
+}
