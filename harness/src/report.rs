@@ -1,1 +1,0 @@
-//! The report stage: terminal, markdown and JSON renderings of a run (being written).

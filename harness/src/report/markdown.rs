@@ -1,0 +1,690 @@
+//! The markdown report: the PR comment and the job's step summary.
+//!
+//! Layout, most important first: [`MARKER`], verdict header, revisions, counts; build/run
+//! failures with the tool's last lines; the benchmark table worst-first (when it is long, the ✅
+//! rows fold into a `<details>` block below the rows that need attention); notes; the end-to-end
+//! hooks; then folded host, method, reproduce and "what this cannot catch" sections.
+//!
+//! The document is built as a list of [`Block`]s that are never split, so
+//! [`markdown_truncated`] can cut at a table-row boundary and still close what it opened.
+
+use std::fmt::Write as _;
+
+use super::format as fmt;
+use super::{Cells, MARKER, counts_line, log_tail, side_name, verdict, worst_first};
+use crate::results::{BenchResult, Results, Status};
+
+/// With more rows than this, the ✅ rows fold into a `<details>` block.
+const FOLD_NO_CHANGE_ABOVE: usize = 10;
+/// Lines of a failure log shown, and the width each is cut to.
+const LOG_LINES: usize = 40;
+const LOG_WIDTH: usize = 300;
+
+const TABLE_HEADER: &str = "| Status | Benchmark | Base | PR | Change | CI | Threshold |\n\
+                            |:--|:--|--:|--:|--:|--:|--:|\n";
+const DETAILS_END: &str = "\n</details>\n";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Marker, verdict, revisions, counts: always kept.
+    Head,
+    /// One benchmark row (the first of a table carries the table header).
+    Row,
+    Other,
+}
+
+/// An unsplittable piece of the document. `closer` is what must follow if the document is cut
+/// right after this block (the `</details>` of a fold the block sits in).
+struct Block {
+    text: String,
+    kind: Kind,
+    closer: &'static str,
+}
+
+impl Block {
+    fn new(kind: Kind, text: String) -> Self {
+        Block {
+            text,
+            kind,
+            closer: "",
+        }
+    }
+}
+
+/// The full markdown report.
+pub fn markdown(results: &Results) -> String {
+    document(results).iter().map(|b| b.text.as_str()).collect()
+}
+
+/// The markdown report cut to at most `max_chars` bytes of UTF-8 (bytes bound both characters
+/// and UTF-16 units, so the result fits whichever GitHub counts; see
+/// [`GITHUB_COMMENT_LIMIT`](super::GITHUB_COMMENT_LIMIT)). A report that fits is returned whole.
+/// Otherwise it is cut at a block boundary (a table row, a note, a section), an open `<details>`
+/// is closed, and a line saying how many rows are shown and pointing at `artifact_hint` (e.g.
+/// "the `bench-report` artifact of this run") is appended. The marker, verdict and counts are
+/// always kept, even if they alone exceed `max_chars`.
+pub fn markdown_truncated(results: &Results, max_chars: usize, artifact_hint: &str) -> String {
+    let blocks = document(results);
+    let full_len: usize = blocks.iter().map(|b| b.text.len()).sum();
+    if full_len <= max_chars {
+        return blocks.into_iter().map(|b| b.text).collect();
+    }
+    let total_rows = blocks.iter().filter(|b| b.kind == Kind::Row).count();
+    let pointer = |shown: usize| {
+        format!(
+            "\n> ✂️ **Report truncated** to fit the comment size limit: {shown} of {total_rows} \
+             benchmark rows shown. Full report: {artifact_hint}\n"
+        )
+    };
+    // `shown` ≤ `total_rows`, so this is the longest the pointer can be.
+    let pointer_budget = pointer(total_rows).len();
+    let mut out = String::new();
+    let mut shown = 0;
+    let mut closer = "";
+    for b in &blocks {
+        let fits = out.len() + b.text.len() + b.closer.len() + pointer_budget <= max_chars;
+        if b.kind != Kind::Head && !fits {
+            break;
+        }
+        out.push_str(&b.text);
+        closer = b.closer;
+        shown += usize::from(b.kind == Kind::Row);
+    }
+    out.push_str(closer);
+    out.push_str(&pointer(shown));
+    out
+}
+
+fn document(results: &Results) -> Vec<Block> {
+    let mut blocks = vec![Block::new(Kind::Head, head(results))];
+    if let Some(b) = failures(results) {
+        blocks.push(Block::new(Kind::Other, b));
+    }
+    table(results, &mut blocks);
+    notes(results, &mut blocks);
+    // End-to-end sections: hooks for the e2e issue, rendered between the benchmark table and the
+    // folded details.
+    for section in [e2e_correctness(results), e2e_speed(results)]
+        .into_iter()
+        .flatten()
+    {
+        blocks.push(Block::new(Kind::Other, section));
+    }
+    for section in [
+        host(results),
+        method(results),
+        reproduce(results),
+        cannot_catch(results),
+    ] {
+        blocks.push(Block::new(Kind::Other, section));
+    }
+    blocks
+}
+
+/// Hook: the end-to-end correctness table (generated tokens vs the fp32 oracle and the ORT
+/// goldens). [`Results`] carries no e2e data yet; the e2e issue adds it and renders it here.
+/// While this returns `None`, "what this cannot catch" says that wrong answers go unseen.
+fn e2e_correctness(_results: &Results) -> Option<String> {
+    None
+}
+
+/// Hook: the end-to-end speed table (tok/s base vs PR per model, device and dtype). Like
+/// [`e2e_correctness`], filled in by the e2e issue.
+fn e2e_speed(_results: &Results) -> Option<String> {
+    None
+}
+
+/// Backslash-escapes the characters that would turn text into markup or HTML (commit subjects,
+/// notes and messages are written by others).
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An inline code span that survives backticks in its content.
+fn code(text: &str) -> String {
+    let text = text.replace(['\n', '\r'], " ");
+    if text.contains('`') {
+        format!("`` {text} ``")
+    } else {
+        format!("`{text}`")
+    }
+}
+
+/// A code span inside a table cell: GitHub splits cells at `|` even inside code.
+fn cell_code(text: &str) -> String {
+    code(text).replace('|', "\\|")
+}
+
+/// A fenced block whose fence is longer than any backtick run in `body`.
+fn fenced(info: &str, lines: &[String]) -> String {
+    let longest = lines
+        .iter()
+        .flat_map(|l| l.split(|c| c != '`').map(str::len))
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let mut out = format!("{fence}{info}\n");
+    for l in lines {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(&fence);
+    out.push('\n');
+    out
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn details(summary: &str, body: &str) -> String {
+    format!("\n<details><summary>{summary}</summary>\n\n{body}\n</details>\n")
+}
+
+fn head(results: &Results) -> String {
+    let (emoji, text) = verdict(results);
+    let rev = |r: &crate::results::Revision| {
+        format!(
+            "{} {} ({})",
+            code(fmt::short_sha(&r.sha)),
+            escape(&r.subject),
+            code(&r.spec)
+        )
+    };
+    // Paragraphs, separated by blank lines.
+    let mut paragraphs = vec![format!(
+        "**Base** {} → **PR** {}",
+        rev(&results.base),
+        rev(&results.head)
+    )];
+    for (name, r) in [("base", &results.base), ("PR", &results.head)] {
+        if r.dirty {
+            paragraphs.push(format!(
+                "> ⚠️ **Dirty working tree:** the {name} side was measured with uncommitted \
+                 changes on top of {}; no commit reproduces these numbers.",
+                code(fmt::short_sha(&r.sha))
+            ));
+        }
+    }
+    if !results.benches.is_empty() {
+        paragraphs.push(counts_line(results));
+    }
+    format!(
+        "{MARKER}\n## {emoji} Benchmark gate: {text}\n\n{}\n",
+        paragraphs.join("\n\n")
+    )
+}
+
+fn failures(results: &Results) -> Option<String> {
+    if results.failures.is_empty() {
+        return None;
+    }
+    let mut s = String::from("\n### ⛔ Build and run failures\n");
+    for f in &results.failures {
+        let _ = writeln!(
+            s,
+            "\n**{} failed to {}:** {}\n",
+            capitalized(side_name(&f.side)),
+            f.stage,
+            escape(&f.message)
+        );
+        let tail = log_tail(&f.log_tail, LOG_LINES, LOG_WIDTH);
+        if tail.is_empty() {
+            s.push_str("(no output was captured)\n");
+        } else {
+            if f.log_tail.len() > tail.len() {
+                let _ = writeln!(s, "Last {} lines of the output:\n", tail.len());
+            }
+            s.push_str(&fenced("text", &tail));
+        }
+    }
+    Some(s)
+}
+
+fn row(b: &BenchResult) -> String {
+    let c = Cells::of(b);
+    // Throughput goes on a second line of the time cell: the columns stay narrow.
+    let side = |time: &str, tp: &Option<String>| match tp {
+        Some(tp) => format!("{time}<br>{tp}"),
+        None => time.to_string(),
+    };
+    format!(
+        "| {} {} | {} | {} | {} | {} | {} | {} |\n",
+        b.status.emoji(),
+        b.status.label(),
+        cell_code(&b.id),
+        side(&c.base, &c.base_throughput),
+        side(&c.head, &c.head_throughput),
+        c.change,
+        c.ci,
+        c.threshold,
+    )
+}
+
+fn table(results: &Results, blocks: &mut Vec<Block>) {
+    let benches = worst_first(results);
+    if benches.is_empty() {
+        blocks.push(Block::new(
+            Kind::Other,
+            "\nNo benchmarks were compared.\n".into(),
+        ));
+        return;
+    }
+    let fold = benches.len() > FOLD_NO_CHANGE_ABOVE;
+    let (shown, folded): (Vec<&BenchResult>, Vec<&BenchResult>) = benches
+        .into_iter()
+        .partition(|b| !(fold && b.status == Status::NoChange));
+    for (i, b) in shown.iter().enumerate() {
+        let prefix = if i == 0 {
+            format!("\n{TABLE_HEADER}")
+        } else {
+            String::new()
+        };
+        blocks.push(Block::new(Kind::Row, prefix + &row(b)));
+    }
+    for (i, b) in folded.iter().enumerate() {
+        let prefix = if i == 0 {
+            let n = folded.len();
+            let noun = if n == 1 { "benchmark" } else { "benchmarks" };
+            format!(
+                "\n<details><summary>✅ {n} {noun} with no change beyond the threshold\
+                 </summary>\n\n{TABLE_HEADER}"
+            )
+        } else {
+            String::new()
+        };
+        blocks.push(Block {
+            text: prefix + &row(b),
+            kind: Kind::Row,
+            closer: DETAILS_END,
+        });
+    }
+    if !folded.is_empty() {
+        blocks.push(Block::new(Kind::Other, DETAILS_END.into()));
+    }
+}
+
+fn notes(results: &Results, blocks: &mut Vec<Block>) {
+    let noted: Vec<&BenchResult> = worst_first(results)
+        .into_iter()
+        .filter(|b| b.note.is_some() || b.confirmed)
+        .collect();
+    for (i, b) in noted.iter().enumerate() {
+        let mut text = if i == 0 {
+            String::from("\n**Notes**\n\n")
+        } else {
+            String::new()
+        };
+        let mut parts = Vec::new();
+        if let Some(note) = &b.note {
+            parts.push(escape(note));
+        }
+        if b.confirmed {
+            parts.push(format!(
+                "confirmation rounds run ({} rounds in the estimate)",
+                b.rounds
+            ));
+        }
+        let _ = writeln!(
+            text,
+            "- {} {}: {}",
+            b.status.emoji(),
+            code(&b.id),
+            parts.join("; ")
+        );
+        blocks.push(Block::new(Kind::Other, text));
+    }
+}
+
+fn host(results: &Results) -> String {
+    let h = &results.host;
+    let mut body = String::new();
+    let _ = writeln!(body, "- **CPU:** {} ({} cores)", escape(&h.cpu), h.cores);
+    let _ = writeln!(
+        body,
+        "- **OS:** {}, kernel {}",
+        escape(&h.os),
+        escape(&h.kernel)
+    );
+    let _ = writeln!(body, "- **Memory:** {:.1} GiB", h.mem_gib);
+    let _ = writeln!(body, "- **Toolchain:** {}", escape(&h.rustc));
+    let _ = writeln!(body, "- **Host fingerprint:** {}", code(&h.fingerprint));
+    if !results.rounds.is_empty() {
+        body.push_str(
+            "\nLoad averages at the start of each round (⚠️: 1-minute load at or above the \
+             core count, so the sides competed for CPU):\n\n\
+             | Round | Order | Kind | Load 1 / 5 / 15 min | Duration |\n\
+             |--:|:--|:--|--:|--:|\n",
+        );
+        for r in &results.rounds {
+            let busy = if r.load_avg[0] >= f64::from(h.cores.max(1)) {
+                " ⚠️"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                body,
+                "| {} | {} | {} | {:.2} / {:.2} / {:.2}{busy} | {} |",
+                r.index,
+                escape(&r.order),
+                if r.confirmation {
+                    "confirmation"
+                } else {
+                    "measurement"
+                },
+                r.load_avg[0],
+                r.load_avg[1],
+                r.load_avg[2],
+                fmt::duration(r.duration_s),
+            );
+        }
+    }
+    details(
+        &format!(
+            "Host: {}, {} cores, {}",
+            escape(&h.cpu),
+            h.cores,
+            escape(&h.os)
+        ),
+        &body,
+    )
+}
+
+fn method(results: &Results) -> String {
+    let m = &results.method;
+    let mut body = String::new();
+    let confirmation = if m.confirmation_rounds == 0 {
+        "no confirmation rounds".to_string()
+    } else {
+        format!(
+            "plus up to {} confirmation rounds for benchmarks suspected after the first pass \
+             (nothing is 🔴 without them)",
+            m.confirmation_rounds
+        )
+    };
+    let _ = writeln!(
+        body,
+        "- **Rounds:** {} interleaved in {} order (base and PR alternate, so drift and \
+         contention hit both), {confirmation}",
+        m.rounds,
+        escape(&m.order),
+    );
+    let args = if m.criterion_args.is_empty() {
+        "(none)".to_string()
+    } else {
+        code(&m.criterion_args.join(" "))
+    };
+    let _ = writeln!(body, "- **Criterion arguments per round:** {args}");
+    let _ = writeln!(
+        body,
+        "- **Decision:** paired change across rounds with a {} confidence interval; family-wise \
+         α = {} over the suite with the {} correction",
+        fmt::level(m.confidence),
+        m.alpha,
+        escape(&m.correction)
+    );
+    let thresholds = match &m.profile {
+        Some(p) => format!("calibration profile {}", code(p)),
+        None => "none: thresholds from within-run spread (run `harness calibrate` on this host \
+                 for per-benchmark thresholds)"
+            .to_string(),
+    };
+    let _ = writeln!(body, "- **Noise profile:** {thresholds}");
+    let _ = writeln!(
+        body,
+        "- **Threshold floor:** {} (no threshold is set below it)",
+        fmt::percent(m.floor)
+    );
+    let shard = match results.shard {
+        Some((i, n)) => format!(", shard {i}/{n}"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        body,
+        "- **Run:** suite {}{shard}, harness {}, {} wall time",
+        code(&results.suite),
+        escape(&results.tool_version),
+        fmt::duration(results.wall_s)
+    );
+    details("Method", &body)
+}
+
+fn reproduce(results: &Results) -> String {
+    let body = if results.reproduce.is_empty() {
+        "No reproduce commands were recorded for this run.\n".to_string()
+    } else {
+        fenced("sh", &results.reproduce)
+    };
+    details("Reproduce", &body)
+}
+
+fn cannot_catch(results: &Results) -> String {
+    let thresholds: Vec<f64> = results
+        .benches
+        .iter()
+        .filter(|b| b.change.is_some())
+        .map(|b| b.threshold)
+        .collect();
+    let range = match (
+        thresholds.iter().copied().reduce(f64::min),
+        thresholds.iter().copied().reduce(f64::max),
+    ) {
+        (Some(lo), Some(hi)) if fmt::percent(lo) == fmt::percent(hi) => {
+            format!(" (±{} here)", fmt::percent(lo))
+        }
+        (Some(lo), Some(hi)) => format!(" (±{} to ±{} here)", fmt::percent(lo), fmt::percent(hi)),
+        _ => String::new(),
+    };
+    let noisy = results
+        .benches
+        .iter()
+        .filter(|b| b.status == Status::TooNoisy)
+        .count();
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "- **Regressions smaller than the threshold** shown on each row{range}: they are \
+         reported ✅."
+    );
+    let _ = writeln!(
+        body,
+        "- **Changes masked by noise:** a ❔ row{} can hide a real change as large as its \
+         interval.",
+        if noisy > 0 {
+            format!(" ({noisy} in this run)")
+        } else {
+            " (none in this run)".to_string()
+        }
+    );
+    let _ = writeln!(
+        body,
+        "- **Code paths no benchmark exercises:** the suite {} only times what its benchmarks \
+         call.",
+        code(&results.suite)
+    );
+    let _ = writeln!(
+        body,
+        "- **Effects on other hardware:** these numbers come from this runner's CPU ({}, {} \
+         cores); other CPUs, core counts, memory systems and GPUs can behave differently.",
+        escape(&results.host.cpu),
+        results.host.cores
+    );
+    let _ = writeln!(
+        body,
+        "- **Memory use, allocations and binary size:** only time per iteration is measured."
+    );
+    let _ = writeln!(
+        body,
+        "- **Added and removed benchmarks** (🆕, ➖): nothing to compare them with."
+    );
+    if e2e_correctness(results).is_none() {
+        let _ = writeln!(
+            body,
+            "- **Wrong answers:** micro-benchmarks time code, they do not check its output; this \
+             report has no end-to-end correctness check."
+        );
+    }
+    details("What this cannot catch", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+
+    #[test]
+    fn markdown_mixed() {
+        insta::assert_snapshot!(markdown(&fixtures::mixed()));
+    }
+
+    #[test]
+    fn markdown_clean_pass_folds_no_change_rows() {
+        let mut r = fixtures::clean_pass(14);
+        r.benches[5].status = Status::Improvement;
+        let c = r.benches[5].change.as_mut().unwrap();
+        (c.estimate, c.ci_low, c.ci_high) = (-0.052, -0.061, -0.043);
+        let base_ns = r.benches[5].base.as_ref().unwrap().median_ns;
+        r.benches[5].head.as_mut().unwrap().median_ns = base_ns * 0.948;
+        r.outcome = Results::decide(&r.benches, &r.failures);
+        insta::assert_snapshot!(markdown(&r));
+    }
+
+    #[test]
+    fn markdown_could_not_run() {
+        insta::assert_snapshot!(markdown(&fixtures::base_build_failure()));
+    }
+
+    #[test]
+    fn marker_appears_once_at_the_top() {
+        for r in [
+            fixtures::mixed(),
+            fixtures::clean_pass(14),
+            fixtures::base_build_failure(),
+        ] {
+            let md = markdown(&r);
+            assert!(md.starts_with(MARKER), "{md}");
+            assert_eq!(md.matches(MARKER).count(), 1);
+            assert_eq!(
+                md.matches("<details>").count(),
+                md.matches("</details>").count()
+            );
+        }
+    }
+
+    #[test]
+    fn short_tables_are_not_folded() {
+        let md = markdown(&fixtures::clean_pass(FOLD_NO_CHANGE_ABOVE));
+        assert!(!md.contains("with no change beyond the threshold"));
+        assert_eq!(md.matches("| ✅ no change |").count(), FOLD_NO_CHANGE_ABOVE);
+        let md = markdown(&fixtures::clean_pass(FOLD_NO_CHANGE_ABOVE + 1));
+        assert!(md.contains("✅ 11 benchmarks with no change beyond the threshold"));
+    }
+
+    #[test]
+    fn untrusted_text_is_escaped() {
+        let md = markdown(&fixtures::mixed());
+        assert!(md.contains(r"\<dependencies\> and the \*results\* data model"));
+        assert!(md.contains(r"`sample/top_k\|p/50`"));
+        // The log's own ``` cannot close the fence around it.
+        let md = markdown(&fixtures::base_build_failure());
+        assert!(md.contains("````text\n"));
+    }
+
+    /// A suite big enough to overflow a GitHub comment.
+    fn huge() -> Results {
+        let mut r = fixtures::mixed();
+        let template = r.benches[2].clone();
+        for i in 0..1500 {
+            let mut b = template.clone();
+            b.id = format!("generated/{i:04}/a-rather-long-parameter-string-{i}");
+            b.status = if i % 3 == 0 {
+                Status::PossibleRegression
+            } else {
+                Status::NoChange
+            };
+            b.note = None;
+            r.benches.push(b);
+        }
+        r
+    }
+
+    #[test]
+    fn truncation_keeps_the_marker_and_cuts_at_a_row() {
+        let r = huge();
+        let full = markdown(&r);
+        assert!(full.len() > crate::report::GITHUB_COMMENT_LIMIT);
+        let hint = "the `bench-report` artifact of this run";
+        for limit in [crate::report::GITHUB_COMMENT_LIMIT, 20_000, 5_000] {
+            let cut = markdown_truncated(&r, limit, hint);
+            assert!(cut.len() <= limit, "{} > {limit}", cut.len());
+            assert!(cut.starts_with(MARKER));
+            assert!(cut.contains(hint));
+            let (body, pointer) = cut.rsplit_once("\n> ✂️ ").unwrap();
+            assert!(pointer.contains("benchmark rows shown"));
+            // Everything before the pointer is the full report up to a boundary, plus at most
+            // the `</details>` that closes a fold.
+            let body = body.strip_suffix(DETAILS_END).unwrap_or(body);
+            assert!(full.starts_with(body));
+            assert!(
+                body.ends_with("|\n"),
+                "not cut after a row: {:?}",
+                &body[body.len() - 80..]
+            );
+            assert_eq!(
+                cut.matches("<details>").count(),
+                cut.matches("</details>").count()
+            );
+            // Every table line is a whole row.
+            for line in cut.lines().filter(|l| l.starts_with("| ")) {
+                assert!(
+                    line.ends_with('|') && line.matches(" | ").count() >= 6,
+                    "{line}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_counts_the_rows_it_shows() {
+        let r = huge();
+        let cut = markdown_truncated(&r, 30_000, "the artifact");
+        let rows = cut
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| Status"))
+            .count();
+        let total = r.benches.len();
+        assert!(
+            cut.contains(&format!("{rows} of {total} benchmark rows shown")),
+            "{rows} rows"
+        );
+    }
+
+    #[test]
+    fn a_report_that_fits_is_not_truncated() {
+        let r = fixtures::mixed();
+        assert_eq!(markdown_truncated(&r, 1 << 20, "x"), markdown(&r));
+    }
+
+    #[test]
+    fn a_tiny_limit_still_keeps_the_head() {
+        let cut = markdown_truncated(&huge(), 10, "the artifact");
+        assert!(cut.starts_with(MARKER));
+        assert!(cut.contains("Benchmark gate:"));
+        assert!(cut.contains("0 of 1510 benchmark rows shown"));
+    }
+}
