@@ -3,8 +3,9 @@
 //! Layers, bottom up: [`tensor`] (host tensors) → [`backend`] (the primitive trait and the CPU
 //! kernels) → [`ops`] (ONNX op semantics lowered onto backend primitives) → [`onnx`] (model
 //! loading) and [`exec`] (planning and running a graph) → [`package`] (model directories and I/O
-//! resolution) → [`session`] (prefill + KV-cache decode) and [`text`] (tokenizer, chat template)
-//! → the `engine` binary. [`tiny`] builds the deterministic test model.
+//! resolution) → [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool) and
+//! [`text`] (tokenizer, chat template) → the `engine` binary. [`tiny`] builds the deterministic
+//! test model.
 
 pub mod backend;
 pub mod convert;
@@ -12,6 +13,7 @@ pub mod dtype;
 pub mod error;
 pub mod exec;
 pub mod gguf;
+pub mod kv_cache;
 pub mod llama;
 pub mod onnx;
 pub mod ops;

@@ -1,7 +1,10 @@
 //! The decode session: prefill the prompt, then one graph run per new token with the past/present
 //! KV cache fed back; greedy selection; stop on an end-of-sequence id or the token limit.
-//! A no-cache mode recomputes the whole sequence every step (the reference the cached path is
-//! tested against).
+//! [`Session::generate`] keeps the cache in a [`crate::kv_cache::PagePool`]: after each run only
+//! the new positions of the `present` outputs are written into the sequence's pages, and the next
+//! run's `past` inputs are gathered from them ([`KvCache`] is that dense per-step view, and what
+//! [`Session::forward`] takes and returns). A no-cache mode recomputes the whole sequence every
+//! step (the reference the cached path is tested against).
 
 use std::time::Instant;
 
@@ -9,6 +12,7 @@ use crate::backend::Backend;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::Executor;
+use crate::kv_cache::{DEFAULT_PAGE_TOKENS, KvLayout, MAX_PAGES, PagePool, PoolConfig, SequenceId};
 use crate::package::{IoMap, Package};
 use crate::tensor::{Data, Tensor};
 
@@ -35,11 +39,14 @@ pub struct Generation {
     pub stopped_on_eos: bool,
 }
 
-/// The KV cache between steps: per layer (key, value), `[1, kv_heads, seq, head_dim]`.
+/// The dense KV cache of one step: per layer (key, value), `[1, kv_heads, seq, head_dim]`.
 pub struct KvCache<B: Backend> {
     pub layers: Vec<(B::Tensor, B::Tensor)>,
     pub len: usize,
 }
+
+/// Pages the decode path's pool grows by (128 tokens at [`DEFAULT_PAGE_TOKENS`]).
+pub const KV_GROW_PAGES: usize = 8;
 
 /// A model package bound to a backend.
 pub struct Session<B: Backend> {
@@ -81,6 +88,64 @@ impl<B: Backend> Session<B> {
 
     pub fn backend(&self) -> &B {
         self.exec.backend()
+    }
+
+    /// The geometry and element type of this model's KV cache.
+    pub fn kv_layout(&self) -> KvLayout {
+        KvLayout {
+            layers: self.io.layers.len(),
+            kv_heads: self.io.kv_heads,
+            head_dim: self.io.head_dim,
+            dtype: self.io.kv_dtype,
+        }
+    }
+
+    /// A page pool for one sequence of at most `max_tokens` tokens: it starts empty, grows by
+    /// [`KV_GROW_PAGES`] pages and is capped at what `max_tokens` needs.
+    pub fn page_pool(&self, max_tokens: usize) -> Result<PagePool> {
+        let page_tokens = DEFAULT_PAGE_TOKENS;
+        Ok(PagePool::new(
+            self.kv_layout(),
+            PoolConfig {
+                page_tokens,
+                initial_pages: 0,
+                grow_pages: KV_GROW_PAGES,
+                max_pages: max_tokens.div_ceil(page_tokens).min(MAX_PAGES),
+            },
+        )?)
+    }
+
+    /// Writes positions `from..present.len` of a step's `present` cache into `seq`'s pages.
+    pub fn store_present(
+        &self,
+        pool: &mut PagePool,
+        seq: SequenceId,
+        present: &KvCache<B>,
+        from: usize,
+    ) -> Result<()> {
+        let b = self.exec.backend();
+        let host = present
+            .layers
+            .iter()
+            .map(|(k, v)| Ok((b.download(k)?, b.download(v)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let kv: Vec<_> = host.iter().map(|(k, v)| (k, v)).collect();
+        Ok(pool.append(seq, &kv, from..present.len)?)
+    }
+
+    /// The dense cache of `seq`, gathered from its pages, for the next [`Session::forward`].
+    pub fn gather_cache(&self, pool: &PagePool, seq: SequenceId) -> Result<KvCache<B>> {
+        let b = self.exec.backend();
+        let layers = (0..self.io.layers.len())
+            .map(|l| {
+                let (k, v) = pool.gather(seq, l)?;
+                Ok((b.upload(&k)?, b.upload(&v)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache {
+            layers,
+            len: pool.len(seq)?,
+        })
     }
 
     /// An empty cache (`seq = 0`).
@@ -184,7 +249,16 @@ impl<B: Backend> Session<B> {
             return Ok(out);
         }
         let t0 = Instant::now();
-        let (mut logits, mut cache) = self.forward(prompt, &self.empty_cache()?)?;
+        let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
+        // KV-cache mode: the cache lives in the page pool between steps.
+        let mut paged = None;
+        if opts.use_kv_cache {
+            let mut pool = self.page_pool(prompt.len() + opts.max_new_tokens)?;
+            let seq = pool.alloc_sequence()?;
+            self.store_present(&mut pool, seq, &cache, 0)?;
+            paged = Some((pool, seq));
+        }
+        drop(cache);
         out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         loop {
             let next = argmax(&logits);
@@ -200,14 +274,20 @@ impl<B: Backend> Session<B> {
                 break;
             }
             let t = Instant::now();
-            if opts.use_kv_cache {
-                (logits, cache) = self.forward(&[next], &cache)?;
+            if let Some((pool, seq)) = &mut paged {
+                let past = self.gather_cache(pool, *seq)?;
+                let present;
+                (logits, present) = self.forward(&[next], &past)?;
+                self.store_present(pool, *seq, &present, past.len)?;
             } else {
                 let mut all = prompt.to_vec();
                 all.extend(&out.generated_ids);
                 (logits, _) = self.forward(&all, &self.empty_cache()?)?;
             }
             out.step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        if let Some((mut pool, seq)) = paged {
+            pool.free_sequence(seq)?;
         }
         Ok(out)
     }
