@@ -3,7 +3,8 @@
 //! Layers, bottom up: [`tensor`] (host tensors) → [`backend`] (the primitive trait and the CPU
 //! kernels) → [`ops`] (ONNX op semantics lowered onto backend primitives) → [`onnx`] (model
 //! loading) and [`exec`] (planning and running a graph) → [`package`] (model directories and I/O
-//! resolution) → [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool) and
+//! resolution) → [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool),
+//! [`sampling`] (the logits-processor chain and the seeded sampler that picks each token) and
 //! [`text`] (tokenizer, chat template) → the `engine` binary. [`tiny`] builds the deterministic
 //! test model.
 
@@ -18,6 +19,7 @@ pub mod llama;
 pub mod onnx;
 pub mod ops;
 pub mod package;
+pub mod sampling;
 pub mod session;
 pub mod tensor;
 pub mod text;
