@@ -7,11 +7,11 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use engine::CpuBackend;
 use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
 use engine::tiny::{TinyConfig, write_package};
-use engine::CpuBackend;
 
 const NEW_TOKENS: usize = 32;
 
@@ -26,6 +26,7 @@ fn decode(c: &mut Criterion) {
         max_new_tokens: NEW_TOKENS,
         eos_token_ids: Vec::new(),
         use_kv_cache: true,
+        sampling: Default::default(),
     };
     let mut g = c.benchmark_group("decode");
     g.throughput(Throughput::Elements(NEW_TOKENS as u64));

@@ -56,7 +56,9 @@ fn gemm_into<T: 'static>(
 
 fn values(n: usize, salt: u64) -> Vec<f32> {
     (0..n as u64)
-        .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(salt * 97)) % 1000) as f32 / 1000.0 - 0.5)
+        .map(|i| {
+            ((i.wrapping_mul(2654435761).wrapping_add(salt * 97)) % 1000) as f32 / 1000.0 - 0.5
+        })
         .collect()
 }
 
@@ -85,7 +87,15 @@ fn gemm_reference(c: &mut Criterion) {
                 |bench| {
                     bench.iter(|| {
                         pool.install(|| {
-                            gemm_into((m, k, n), &mut d, black_box(&a), black_box(&b), 0.0, 1.0, par)
+                            gemm_into(
+                                (m, k, n),
+                                &mut d,
+                                black_box(&a),
+                                black_box(&b),
+                                0.0,
+                                1.0,
+                                par,
+                            )
                         })
                     })
                 },

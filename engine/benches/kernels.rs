@@ -46,7 +46,9 @@ fn gather(c: &mut Criterion) {
     for (dtype, dname) in FLOAT_DTYPES {
         let table = tensor(dtype, &TABLE, 3);
         for (sname, rows) in GATHER_ROWS {
-            let ids: Vec<i64> = (0..rows as i64).map(|i| (i * 7919) % TABLE[0] as i64).collect();
+            let ids: Vec<i64> = (0..rows as i64)
+                .map(|i| (i * 7919) % TABLE[0] as i64)
+                .collect();
             let ids = Tensor::i64(&[rows], ids).expect("ids");
             g.throughput(Throughput::Bytes(
                 rows as u64 * TABLE[1] as u64 * elem_bytes(dtype),

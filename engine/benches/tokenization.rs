@@ -27,10 +27,10 @@ until the paragraph ends with a question: what is the capital of France? Paris, 
 
 fn tokenizer() -> (TextCodec, &'static str, Option<tempfile::TempDir>) {
     let dir = smollm2_dir(&cache_dir(), DType::F32);
-    if dir.join("tokenizer.json").is_file() {
-        if let Ok(codec) = TextCodec::open(&dir) {
-            return (codec, "smollm2", None);
-        }
+    if dir.join("tokenizer.json").is_file()
+        && let Ok(codec) = TextCodec::open(&dir)
+    {
+        return (codec, "smollm2", None);
     }
     eprintln!(
         "note: SmolLM2 is not provisioned in {} (run `engine fetch smollm2`); benchmarking the \

@@ -137,6 +137,12 @@ pub enum KvCacheError {
         max_pages: usize,
         page_tokens: usize,
     },
+    #[error("kv truncate: sequence {id} has {len} tokens, cannot keep {keep}")]
+    TruncateBeyondEnd {
+        id: SequenceId,
+        len: usize,
+        keep: usize,
+    },
     #[error("kv sequence {id} is not live (never allocated here or already freed)")]
     UnknownSequence { id: SequenceId },
     #[error("kv page {page} does not exist (the pool has {total} pages)")]
@@ -461,6 +467,26 @@ impl PagePool {
             self.release_page(page);
         }
         Ok(seq.pages.len())
+    }
+
+    /// Keeps the first `keep` tokens of a sequence (rolling back rejected or re-generated
+    /// tokens) and returns the pages past them to the pool; returns how many pages were freed.
+    pub fn truncate(&mut self, id: SequenceId, keep: usize) -> Result<usize> {
+        let page_tokens = self.config.page_tokens;
+        let seq = self.seq_mut(id)?;
+        if keep > seq.len {
+            return Err(KvCacheError::TruncateBeyondEnd {
+                id,
+                len: seq.len,
+                keep,
+            });
+        }
+        seq.len = keep;
+        let freed = seq.pages.split_off(keep.div_ceil(page_tokens));
+        for &page in freed.iter().rev() {
+            self.release_page(page);
+        }
+        Ok(freed.len())
     }
 
     /// Tokens stored for a sequence.
@@ -958,6 +984,47 @@ mod tests {
         fixed.alloc_page().unwrap();
         let err = fixed.alloc_page().unwrap_err();
         assert!(err.to_string().contains("all 1 pages"), "{err}");
+    }
+
+    #[test]
+    fn truncate_keeps_a_prefix_and_returns_the_pages_past_it() {
+        let layout = KvLayout {
+            layers: 1,
+            kv_heads: 1,
+            head_dim: 2,
+            dtype: DType::F32,
+        };
+        let cfg = PoolConfig {
+            page_tokens: 3,
+            initial_pages: 0,
+            grow_pages: 1,
+            max_pages: 16,
+        };
+        let mut p = PagePool::new(layout, cfg).unwrap();
+        let s = p.alloc_sequence().unwrap();
+        let k = Tensor::f32(&[1, 1, 7, 2], (0..14).map(|x| x as f32).collect()).unwrap();
+        let v = Tensor::f32(&[1, 1, 7, 2], (100..114).map(|x| x as f32).collect()).unwrap();
+        p.append(s, &[(&k, &v)], 0..7).unwrap();
+        assert_eq!(p.pages(s).unwrap().len(), 3);
+        assert_eq!(p.truncate(s, 4).unwrap(), 1);
+        assert_eq!(p.len(s).unwrap(), 4);
+        assert_eq!(p.pages(s).unwrap().len(), 2);
+        let (gk, gv) = p.gather(s, 0).unwrap();
+        assert_eq!(
+            gk.to_f32_vec(),
+            (0..8).map(|x| x as f32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            gv.to_f32_vec(),
+            (100..108).map(|x| x as f32).collect::<Vec<_>>()
+        );
+        // Appending again after a truncate overwrites the rolled-back positions.
+        p.append(s, &[(&k, &v)], 4..7).unwrap();
+        assert_eq!(p.gather(s, 0).unwrap().0.to_f32_vec(), k.to_f32_vec());
+        let e = p.truncate(s, 8).unwrap_err().to_string();
+        assert!(e.contains("has 7 tokens, cannot keep 8"), "{e}");
+        assert_eq!(p.truncate(s, 0).unwrap(), 3);
+        assert_eq!(p.stats().free_pages, p.stats().total_pages);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use engine::package::Package;
+use engine::sampling::SamplingConfig;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
 use engine::{CpuBackend, DType, convert, tiny};
@@ -17,6 +18,55 @@ use engine::{CpuBackend, DType, convert, tiny};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// Token selection and logits processing (default: greedy). Applied in the order penalties →
+/// no-repeat-ngram → temperature → top-k → top-p → min-p.
+#[derive(clap::Args, Debug)]
+struct SamplingArgs {
+    /// Softmax temperature; 0 = greedy (default: greedy, or 1.0 when a top-k/top-p/min-p is given).
+    #[arg(long)]
+    temperature: Option<f32>,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Keep the smallest set of tokens whose probability reaches p (1 = off).
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Keep tokens with probability at least min_p × the top token's (0 = off).
+    #[arg(long)]
+    min_p: Option<f32>,
+    /// Divide positive / multiply negative logits of tokens already seen (1 = off).
+    #[arg(long)]
+    repetition_penalty: Option<f32>,
+    /// Subtract from the logits of tokens already generated (0 = off).
+    #[arg(long)]
+    presence_penalty: Option<f32>,
+    /// Subtract this × the count of each token already generated (0 = off).
+    #[arg(long)]
+    frequency_penalty: Option<f32>,
+    /// Never repeat an n-gram of this size (0 = off).
+    #[arg(long)]
+    no_repeat_ngram: Option<usize>,
+    /// Seed of the sampler's random stream (reproducible on every machine; default 0).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    fn config(&self) -> SamplingConfig {
+        SamplingConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repetition_penalty: self.repetition_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            no_repeat_ngram_size: self.no_repeat_ngram,
+            seed: self.seed,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -70,6 +120,8 @@ enum Command {
         /// Recompute the whole sequence every step instead of using the KV cache.
         #[arg(long)]
         no_kv_cache: bool,
+        #[command(flatten)]
+        sampling: SamplingArgs,
         /// Do not stop on end-of-sequence ids (always generate --max-tokens; for timing).
         #[arg(long)]
         ignore_eos: bool,
@@ -124,9 +176,14 @@ fn run(cli: Cli) -> Result<()> {
             max_tokens,
             threads,
             no_kv_cache,
+            sampling,
             ignore_eos,
             json,
         } => {
+            let sampling = sampling.config();
+            sampling
+                .validate()
+                .map_err(|e| anyhow::anyhow!("{e} (see `engine generate --help`)"))?;
             let package = Package::open(&model)?;
             let codec = TextCodec::open(&model)?;
             let text = if chat {
@@ -158,6 +215,7 @@ fn run(cli: Cli) -> Result<()> {
                 max_new_tokens: max_tokens,
                 eos_token_ids: eos,
                 use_kv_cache: !no_kv_cache,
+                sampling,
             };
             let t0 = Instant::now();
             let g = session.generate(&ids, &opts, false)?;

@@ -1,5 +1,6 @@
 //! The decode session: prefill the prompt, then one graph run per new token with the past/present
-//! KV cache fed back; greedy selection; stop on an end-of-sequence id or the token limit.
+//! KV cache fed back; token selection by [`crate::sampling`] (greedy unless configured); stop on
+//! an end-of-sequence id or the token limit.
 //! [`Session::generate`] keeps the cache in a [`crate::kv_cache::PagePool`]: after each run only
 //! the new positions of the `present` outputs are written into the sequence's pages, and the next
 //! run's `past` inputs are gathered from them ([`KvCache`] is that dense per-step view, and what
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::exec::Executor;
 use crate::kv_cache::{DEFAULT_PAGE_TOKENS, KvLayout, MAX_PAGES, PagePool, PoolConfig, SequenceId};
 use crate::package::{IoMap, Package};
+use crate::sampling::{History, Sampler, SamplingConfig};
 use crate::tensor::{Data, Tensor};
 
 /// How to generate.
@@ -24,6 +26,8 @@ pub struct GenerateOptions {
     pub eos_token_ids: Vec<u32>,
     /// false: recompute the full sequence every step instead of using the KV cache.
     pub use_kv_cache: bool,
+    /// Token selection: the default is greedy; see [`crate::sampling`].
+    pub sampling: SamplingConfig,
 }
 
 /// The result of a generation.
@@ -248,6 +252,8 @@ impl<B: Backend> Session<B> {
         if opts.max_new_tokens == 0 {
             return Ok(out);
         }
+        let mut sampler = Sampler::new(&opts.sampling)?;
+        let mut history = History::new(prompt);
         let t0 = Instant::now();
         let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
         // KV-cache mode: the cache lives in the page pool between steps.
@@ -261,10 +267,11 @@ impl<B: Backend> Session<B> {
         drop(cache);
         out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         loop {
-            let next = argmax(&logits);
-            if keep_logits {
-                out.logits.push(std::mem::take(&mut logits));
-            }
+            // The processors write into the logits: keep the model's own when asked for them.
+            let raw = keep_logits.then(|| logits.clone());
+            let next = sampler.next_token(&mut logits, &history)?;
+            out.logits.extend(raw);
+            history.push(next);
             out.generated_ids.push(next);
             if opts.eos_token_ids.contains(&next) {
                 out.stopped_on_eos = true;

@@ -90,6 +90,7 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
             max_new_tokens: g["max_new_tokens"].as_u64().unwrap() as usize,
             eos_token_ids: eos.clone(),
             use_kv_cache: true,
+            sampling: Default::default(),
         };
         let out = session.generate(&prompt_ids, &opts, true).unwrap();
         let reference = oracle.decode(&prompt_ids, opts.max_new_tokens).unwrap();

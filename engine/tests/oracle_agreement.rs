@@ -64,6 +64,7 @@ fn oracle_and_engine_agree_on_tiny() {
             max_new_tokens: TOKENS,
             eos_token_ids: eos.clone(),
             use_kv_cache: true,
+            sampling: Default::default(),
         };
         let g = session.generate(&ids, &opts, true).unwrap();
         let t0 = Instant::now();

@@ -105,6 +105,7 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
             max_new_tokens: 32,
             eos_token_ids: vec![],
             use_kv_cache,
+            sampling: Default::default(),
         };
         session.generate(&prompt, &opts, true).unwrap()
     };
@@ -139,6 +140,7 @@ fn generation_stops_on_eos() {
                 max_new_tokens: 8,
                 eos_token_ids: vec![],
                 use_kv_cache: true,
+                sampling: Default::default(),
             },
             false,
         )
@@ -153,6 +155,7 @@ fn generation_stops_on_eos() {
                 max_new_tokens: 8,
                 eos_token_ids: vec![stop],
                 use_kv_cache: true,
+                sampling: Default::default(),
             },
             false,
         )
@@ -171,6 +174,7 @@ fn threads_do_not_change_tokens() {
         max_new_tokens: 16,
         eos_token_ids: vec![],
         use_kv_cache: true,
+        sampling: Default::default(),
     };
     let one = Session::new(&package, CpuBackend::new(1).unwrap())
         .unwrap()
@@ -181,4 +185,71 @@ fn threads_do_not_change_tokens() {
         .generate(&prompt, &opts, false)
         .unwrap();
     assert_eq!(one.generated_ids, two.generated_ids);
+}
+
+/// Sampling goes through the session: a seed reproduces a run, another seed changes it, and the
+/// processors act on real decode steps (no-repeat-ngram really prevents repeats; the greedy tiny
+/// model otherwise repeats itself, e.g. `[114, 114, 26, 411, 411, 411, …]`).
+#[test]
+fn sampling_in_the_session_is_seeded_and_processors_apply() {
+    use engine::sampling::SamplingConfig;
+    let tmp = tiny_dir();
+    let package = Package::open(tmp.path()).unwrap();
+    let codec = TextCodec::open(tmp.path()).unwrap();
+    let prompt = codec.encode("The capital of France is").unwrap();
+    let session = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap();
+    let run = |sampling: SamplingConfig| {
+        let opts = GenerateOptions {
+            max_new_tokens: 24,
+            eos_token_ids: vec![],
+            use_kv_cache: true,
+            sampling,
+        };
+        session.generate(&prompt, &opts, true).unwrap()
+    };
+    let hot = |seed| SamplingConfig {
+        temperature: Some(1.5),
+        seed: Some(seed),
+        ..Default::default()
+    };
+    let a = run(hot(7));
+    assert_eq!(
+        a.generated_ids,
+        run(hot(7)).generated_ids,
+        "same seed, same tokens"
+    );
+    assert_ne!(
+        a.generated_ids,
+        run(hot(8)).generated_ids,
+        "another seed, other tokens"
+    );
+    // Kept logits are the model's own, not the processed ones: greedy over them is the greedy run.
+    let greedy = run(SamplingConfig::default());
+    assert!(
+        greedy.generated_ids.windows(2).any(|w| w[0] == w[1]),
+        "{:?}",
+        greedy.generated_ids
+    );
+    assert_eq!(
+        greedy.generated_ids,
+        greedy
+            .logits
+            .iter()
+            .map(|l| engine::session::argmax(l))
+            .collect::<Vec<_>>()
+    );
+    let no_repeat = run(SamplingConfig {
+        no_repeat_ngram_size: Some(1),
+        ..Default::default()
+    });
+    let all: Vec<u32> = prompt
+        .iter()
+        .chain(&no_repeat.generated_ids)
+        .copied()
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    assert!(
+        all.iter().all(|id| seen.insert(*id)),
+        "a token repeated: {all:?}"
+    );
 }

@@ -5,8 +5,11 @@ use engine::{DType, Data, Tensor};
 use half::{bf16, f16};
 
 /// The float dtypes every kernel bench covers, with the name used in bench ids.
-pub const FLOAT_DTYPES: [(DType, &str); 3] =
-    [(DType::F32, "f32"), (DType::F16, "f16"), (DType::BF16, "bf16")];
+pub const FLOAT_DTYPES: [(DType, &str); 3] = [
+    (DType::F32, "f32"),
+    (DType::F16, "f16"),
+    (DType::BF16, "bf16"),
+];
 
 /// A deterministic tensor of `shape` in `dtype` with values in [-0.5, 0.5).
 pub fn tensor(dtype: DType, shape: &[usize], salt: u64) -> Tensor {
