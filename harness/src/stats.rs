@@ -1,1 +1,0 @@
-//! The stats stage: pure decision functions over per-round timings (being written).

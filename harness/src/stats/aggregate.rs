@@ -1,0 +1,182 @@
+//! Aggregates of timings: quantiles and summaries for the report, and one round's ns/iteration
+//! from criterion's samples. Every function takes untrusted numbers and answers `None` rather
+//! than panicking.
+
+/// The quantile of a round's per-sample times taken as that round's estimate: the lower quartile.
+/// Interference (another process, a hypervisor steal, an interrupt) only ever adds time, so the
+/// fast end of the samples is the least disturbed (Chen & Revels 2016); a quartile rather than the
+/// minimum keeps one unusually fast sample from deciding the round. See STATS.md.
+pub const ROUND_QUANTILE: f64 = 0.25;
+
+/// The `q`-quantile (`0 ≤ q ≤ 1`) by linear interpolation between order statistics (Hyndman &
+/// Fan's type 7, R's and numpy's default). `None` when `xs` is empty, `q` is outside `[0, 1]`, or
+/// any value is not finite.
+pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
+    if xs.is_empty() || !(0.0..=1.0).contains(&q) || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let h = (v.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    Some(v[lo] + (h - lo as f64) * (v[hi] - v[lo]))
+}
+
+/// The median (type-7 quantile 0.5): the number the report shows for a side across its rounds.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    quantile(xs, 0.5)
+}
+
+/// The arithmetic mean; `None` when empty or any value is not finite.
+pub fn mean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    Some(xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// The sample standard deviation (divisor `n − 1`); `None` for fewer than two values or any value
+/// not finite.
+pub fn std_dev(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let m = mean(xs)?;
+    let ss: f64 = xs.iter().map(|x| (x - m) * (x - m)).sum();
+    Some((ss / (xs.len() - 1) as f64).sqrt())
+}
+
+/// What the report prints for one side across rounds (`median`, `mean ± σ`, `min … max`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    pub n: usize,
+    pub median: f64,
+    pub mean: f64,
+    /// Sample standard deviation; 0 for a single value.
+    pub std_dev: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    /// Coefficient of variation `σ / mean` (0 when the mean is 0), for "base is noisy" warnings.
+    pub fn cv(&self) -> f64 {
+        if self.mean == 0.0 {
+            0.0
+        } else {
+            self.std_dev / self.mean.abs()
+        }
+    }
+}
+
+/// Summary of per-round estimates; `None` when empty or any value is not finite.
+pub fn summarize(xs: &[f64]) -> Option<Summary> {
+    let mean = mean(xs)?;
+    Some(Summary {
+        n: xs.len(),
+        median: median(xs)?,
+        mean,
+        std_dev: std_dev(xs).unwrap_or(0.0),
+        min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+        max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    })
+}
+
+/// One round's time per iteration (ns) from criterion's `sample.json` of that round: the
+/// [`ROUND_QUANTILE`] of the per-sample times `times_ns[i] / iters[i]`. The same rule serves
+/// linear sampling (`iters` = d, 2d, 3d, …) and flat sampling (equal `iters`): per-sample times
+/// are comparable in both, and at criterion's iteration counts the fixed per-sample overhead
+/// divided by `iters[i]` is negligible.
+///
+/// `None` when the slices are empty or differ in length, or any sample has `iters ≤ 0`,
+/// `times_ns ≤ 0` or a value that is not finite: a corrupt sample file makes the round invalid
+/// rather than being half-used.
+pub fn round_estimate(iters: &[f64], times_ns: &[f64]) -> Option<f64> {
+    if iters.is_empty() || iters.len() != times_ns.len() {
+        return None;
+    }
+    let mut per_iter = Vec::with_capacity(iters.len());
+    for (&n, &t) in iters.iter().zip(times_ns) {
+        if !(n.is_finite() && n > 0.0 && t.is_finite() && t > 0.0) {
+            return None;
+        }
+        per_iter.push(t / n);
+    }
+    quantile(&per_iter, ROUND_QUANTILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantile_interpolates_like_type_7() {
+        let xs = [4.0, 1.0, 3.0, 2.0];
+        // Sorted 1 2 3 4: h = 3q.
+        assert_eq!(quantile(&xs, 0.0), Some(1.0));
+        assert_eq!(quantile(&xs, 1.0), Some(4.0));
+        assert_eq!(quantile(&xs, 0.5), Some(2.5));
+        assert_eq!(quantile(&xs, 0.25), Some(1.75));
+        assert_eq!(quantile(&[7.0], 0.3), Some(7.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+    }
+
+    #[test]
+    fn aggregates_refuse_bad_input() {
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&[1.0], 1.5), None);
+        assert_eq!(quantile(&[1.0, f64::NAN], 0.5), None);
+        assert_eq!(quantile(&[1.0, f64::INFINITY], 0.5), None);
+        assert_eq!(mean(&[]), None);
+        assert_eq!(std_dev(&[1.0]), None);
+        assert_eq!(summarize(&[]), None);
+        assert_eq!(summarize(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn summary_of_known_values() {
+        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        assert_eq!(s.n, 8);
+        assert_eq!(s.mean, 5.0);
+        assert_eq!(s.median, 4.5);
+        assert_eq!(s.min, 2.0);
+        assert_eq!(s.max, 9.0);
+        // Sum of squares 32, divisor 7.
+        assert!((s.std_dev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        assert!((s.cv() - s.std_dev / 5.0).abs() < 1e-12);
+        assert_eq!(summarize(&[3.0]).unwrap().std_dev, 0.0);
+    }
+
+    #[test]
+    fn round_estimate_linear_sampling() {
+        // Linear mode: iters d, 2d, …, 10d at 10 ns/iter, with two samples slowed by interference.
+        let iters: Vec<f64> = (1..=10).map(|i| 1000.0 * i as f64).collect();
+        let mut times: Vec<f64> = iters.iter().map(|n| n * 10.0).collect();
+        times[3] *= 3.0;
+        times[8] *= 1.5;
+        assert_eq!(round_estimate(&iters, &times), Some(10.0));
+    }
+
+    #[test]
+    fn round_estimate_flat_sampling_takes_the_lower_quartile() {
+        // Flat mode: equal iters; per-sample times 10..=19 ns: the lower quartile is 12.25
+        // (h = 9 × 0.25 = 2.25 between 12 and 13), not the mean 14.5.
+        let iters = vec![500.0; 10];
+        let times: Vec<f64> = (10..20).rev().map(|t| 500.0 * t as f64).collect();
+        let est = round_estimate(&iters, &times).unwrap();
+        assert!((est - 12.25).abs() < 1e-9, "{est}");
+    }
+
+    #[test]
+    fn round_estimate_rejects_invalid_samples() {
+        assert_eq!(round_estimate(&[], &[]), None);
+        assert_eq!(round_estimate(&[1.0, 2.0], &[10.0]), None);
+        assert_eq!(round_estimate(&[0.0, 2.0], &[10.0, 20.0]), None);
+        assert_eq!(round_estimate(&[1.0, -2.0], &[10.0, 20.0]), None);
+        assert_eq!(round_estimate(&[1.0, f64::NAN], &[10.0, 20.0]), None);
+        assert_eq!(round_estimate(&[1.0, 2.0], &[10.0, f64::NAN]), None);
+        assert_eq!(round_estimate(&[1.0, 2.0], &[10.0, f64::INFINITY]), None);
+        assert_eq!(round_estimate(&[1.0, 2.0], &[0.0, 20.0]), None);
+    }
+}

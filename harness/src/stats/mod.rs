@@ -1,0 +1,27 @@
+//! The stats stage: pure functions from per-round timings to statuses. Per round, a robust
+//! ns/iteration from criterion's samples ([`round_estimate`]); per benchmark, a paired estimate of
+//! the change across rounds with a Student t interval ([`PairedT`]); a threshold from the host's
+//! calibration profile ([`NoiseProfile`]) or this run's spread, never below a floor; Holm control
+//! across the suite ([`holm`]); confirmation rounds for suspects before anything is 🔴
+//! ([`analyze`], [`Phase`], [`suspects`]). The method, its defaults and its references are in
+//! `harness/STATS.md`.
+
+mod aggregate;
+mod decide;
+mod paired;
+mod policy;
+mod profile;
+
+#[cfg(test)]
+mod sim;
+
+pub use aggregate::{
+    ROUND_QUANTILE, Summary, mean, median, quantile, round_estimate, std_dev, summarize,
+};
+pub use decide::{BenchInput, Decision, Phase, Threshold, analyze, suspects};
+pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
+pub use policy::{Policy, PolicyError};
+pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};
+
+/// The multiple-comparison correction, as `results::Method::correction` names it.
+pub const CORRECTION: &str = "holm";

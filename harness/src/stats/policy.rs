@@ -1,0 +1,205 @@
+//! The decision policy: every default of the statistical method in one place, overridable from
+//! `harness.yaml` (serde, unknown keys rejected). STATS.md explains each default against the
+//! gate's targets.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How measurements become statuses. `Policy::default()` is the documented method; a field left
+/// out of `harness.yaml` keeps its default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Two-sided confidence level of the intervals shown per benchmark.
+    pub confidence: f64,
+    /// Family-wise error rate across the suite: a 🔴 needs a Holm-adjusted p-value below it.
+    pub alpha: f64,
+    /// The smallest threshold (relative, 0.03 = 3 %): changes below it are never flagged, however
+    /// certain (code-layout shifts of a few percent are real but not the PR's doing).
+    pub floor: f64,
+    /// Multiplier on a benchmark's noise (the standard deviation of its change estimate, from the
+    /// calibration profile or else from this run's rounds): threshold =
+    /// `max(floor, exp(noise_k · noise) − 1)`.
+    pub noise_k: f64,
+    /// A noise-derived threshold above this means the benchmark cannot be gated on this run: ❔
+    /// unless the change is a significant one beyond even that threshold.
+    pub max_threshold: f64,
+    /// ❔ when the interval's half-width exceeds `wide_factor` × the threshold (the run is far
+    /// noisier than the threshold assumes, e.g. a loaded run against a quiet profile).
+    pub wide_factor: f64,
+    /// Fewer valid paired rounds than this: ❔.
+    pub min_rounds: usize,
+    /// First pass: a slowdown with one-sided p below this (unadjusted) whose interval reaches past
+    /// the threshold is a suspect and gets confirmation rounds.
+    pub screen_alpha: f64,
+    /// Final pass: the confirmation rounds alone must show a slowdown with one-sided p below this…
+    pub confirm_alpha: f64,
+    /// …and an estimate of at least this fraction of the threshold.
+    pub confirm_fraction: f64,
+    /// A profile entry calibrated from fewer A/A trials than this is ignored (spread is used).
+    pub profile_min_trials: usize,
+    /// Rounds of the first pass (each: base and head back to back, AB or BA).
+    pub rounds: usize,
+    /// Extra rounds run for the suspects only.
+    pub confirmation_rounds: usize,
+    /// Fixed thresholds per benchmark id (relative), still never below `floor`.
+    pub thresholds: BTreeMap<String, f64>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            confidence: 0.95,
+            alpha: 0.05,
+            floor: 0.03,
+            noise_k: 2.5,
+            max_threshold: 0.15,
+            wide_factor: 2.0,
+            min_rounds: 3,
+            screen_alpha: 0.05,
+            confirm_alpha: 0.05,
+            confirm_fraction: 0.5,
+            profile_min_trials: 5,
+            rounds: 6,
+            confirmation_rounds: 8,
+            thresholds: BTreeMap::new(),
+        }
+    }
+}
+
+/// A policy value out of range, named as `harness.yaml` spells it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("policy.{field} = {value}: expected {expected}")]
+pub struct PolicyError {
+    pub field: String,
+    pub value: String,
+    pub expected: String,
+}
+
+impl Policy {
+    /// Checks every field; the first bad one is the error.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let bad = |field: &str, value: String, expected: &str| PolicyError {
+            field: field.to_string(),
+            value,
+            expected: expected.to_string(),
+        };
+        let open_unit = [
+            ("confidence", self.confidence),
+            ("alpha", self.alpha),
+            ("screen_alpha", self.screen_alpha),
+            ("confirm_alpha", self.confirm_alpha),
+        ];
+        for (field, v) in open_unit {
+            if !(v > 0.0 && v < 1.0) {
+                return Err(bad(field, v.to_string(), "a probability in (0, 1)"));
+            }
+        }
+        if !(self.floor >= 0.0 && self.floor < 1.0) {
+            return Err(bad("floor", self.floor.to_string(), "a fraction in [0, 1)"));
+        }
+        if !(self.noise_k > 0.0 && self.noise_k.is_finite()) {
+            return Err(bad(
+                "noise_k",
+                self.noise_k.to_string(),
+                "a positive number",
+            ));
+        }
+        if !(self.max_threshold > self.floor && self.max_threshold.is_finite()) {
+            return Err(bad(
+                "max_threshold",
+                self.max_threshold.to_string(),
+                "a fraction above floor",
+            ));
+        }
+        if !(self.wide_factor > 0.0 && self.wide_factor.is_finite()) {
+            return Err(bad(
+                "wide_factor",
+                self.wide_factor.to_string(),
+                "a positive number",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.confirm_fraction) {
+            return Err(bad(
+                "confirm_fraction",
+                self.confirm_fraction.to_string(),
+                "a fraction in [0, 1]",
+            ));
+        }
+        if self.min_rounds < 2 {
+            return Err(bad("min_rounds", self.min_rounds.to_string(), "at least 2"));
+        }
+        for (field, v) in [
+            ("rounds", self.rounds),
+            ("confirmation_rounds", self.confirmation_rounds),
+        ] {
+            if v < self.min_rounds {
+                return Err(bad(field, v.to_string(), "at least min_rounds"));
+            }
+        }
+        if self.profile_min_trials < 2 {
+            return Err(bad(
+                "profile_min_trials",
+                self.profile_min_trials.to_string(),
+                "at least 2",
+            ));
+        }
+        for (id, &v) in &self.thresholds {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(bad(
+                    &format!("thresholds.{id}"),
+                    v.to_string(),
+                    "a non-negative fraction",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Policy::default().validate().unwrap();
+    }
+
+    #[test]
+    fn partial_override_keeps_other_defaults() {
+        let p: Policy =
+            serde_json::from_str(r#"{"floor": 0.025, "thresholds": {"a/b": 0.1}}"#).unwrap();
+        assert_eq!(p.floor, 0.025);
+        assert_eq!(p.thresholds["a/b"], 0.1);
+        assert_eq!(p.alpha, Policy::default().alpha);
+        p.validate().unwrap();
+        assert!(serde_json::from_str::<Policy>(r#"{"flor": 0.02}"#).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let p = Policy {
+            alpha: 1.5,
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.validate().unwrap_err().to_string(),
+            "policy.alpha = 1.5: expected a probability in (0, 1)"
+        );
+        let p = Policy {
+            confirmation_rounds: 1,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().field, "confirmation_rounds");
+        let p = Policy {
+            confidence: f64::NAN,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().field, "confidence");
+        let mut p = Policy::default();
+        p.thresholds.insert("x".into(), -0.1);
+        assert_eq!(p.validate().unwrap_err().field, "thresholds.x");
+    }
+}

@@ -1,0 +1,151 @@
+//! Test-only: a deterministic random generator and a simulated noisy machine, so the method's
+//! error rates can be checked against the gate's targets without a benchmark in sight.
+
+use super::decide::{BenchInput, Decision, Phase, analyze, suspects};
+use super::policy::Policy;
+use super::profile::NoiseProfile;
+
+/// SplitMix64 (Steele, Lea & Flood 2014): tiny, seedable, good enough for test noise.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+/// How one benchmark's per-round estimates scatter.
+#[derive(Clone, Copy, Debug)]
+pub struct Noise {
+    /// Lognormal σ of each side's round estimate (independent per side).
+    pub sigma: f64,
+    /// Lognormal σ of a factor shared by both sides of a round (drift, a load that lasts the
+    /// round): pairing cancels it.
+    pub common: f64,
+    /// Probability that one side of a round is hit by interference of its own…
+    pub p_hit: f64,
+    /// …which multiplies that side's time by a factor uniform in this range.
+    pub hit: (f64, f64),
+}
+
+impl Noise {
+    /// Lognormal noise only.
+    pub fn quiet(sigma: f64) -> Noise {
+        Noise {
+            sigma,
+            common: 0.0,
+            p_hit: 0.0,
+            hit: (1.0, 1.0),
+        }
+    }
+
+    /// A competing busy loop, pessimistically: rounds drift together by ~10 %, and a third of the
+    /// sides are slowed by 5-120 % on their own (FACTS.md saw single runs double under load).
+    pub fn loaded(sigma: f64) -> Noise {
+        Noise {
+            sigma,
+            common: 0.10,
+            p_hit: 0.3,
+            hit: (1.05, 2.2),
+        }
+    }
+
+    fn side(&self, rng: &mut Rng, ns: f64, common: f64) -> f64 {
+        let mut t = ns * common * (self.sigma * rng.normal()).exp();
+        if rng.uniform() < self.p_hit {
+            t *= self.hit.0 + (self.hit.1 - self.hit.0) * rng.uniform();
+        }
+        t
+    }
+}
+
+/// One simulated benchmark: head is `1 + shift` times base.
+#[derive(Clone, Debug)]
+pub struct SimBench {
+    pub id: String,
+    pub shift: f64,
+    pub noise: Noise,
+}
+
+/// Appends `rounds` paired rounds to `input`.
+pub fn add_rounds(rng: &mut Rng, input: &mut BenchInput, bench: &SimBench, rounds: usize) {
+    let base_ns = 1000.0;
+    for _ in 0..rounds {
+        let common = (bench.noise.common * rng.normal()).exp();
+        let b = bench.noise.side(rng, base_ns, common);
+        let h = bench.noise.side(rng, base_ns * (1.0 + bench.shift), common);
+        input.base.get_or_insert_with(Vec::new).push(b);
+        input.head.get_or_insert_with(Vec::new).push(h);
+    }
+}
+
+/// A whole gate run as `compare` does it: `policy.rounds` rounds of everything, the first pass,
+/// `policy.confirmation_rounds` more rounds of the suspects only, the final pass.
+pub fn gate(
+    rng: &mut Rng,
+    suite: &[SimBench],
+    profile: Option<&NoiseProfile>,
+    policy: &Policy,
+) -> Vec<Decision> {
+    let mut inputs: Vec<BenchInput> = suite
+        .iter()
+        .map(|b| BenchInput {
+            id: b.id.clone(),
+            base: None,
+            head: None,
+        })
+        .collect();
+    for (input, bench) in inputs.iter_mut().zip(suite) {
+        add_rounds(rng, input, bench, policy.rounds);
+    }
+    let first = analyze(&inputs, profile, policy, Phase::First);
+    assert!(
+        first
+            .iter()
+            .all(|d| d.status != crate::results::Status::Regression)
+    );
+    let sus = suspects(&first);
+    for (input, bench) in inputs.iter_mut().zip(suite) {
+        if sus.contains(&input.id) {
+            add_rounds(rng, input, bench, policy.confirmation_rounds);
+        }
+    }
+    analyze(
+        &inputs,
+        profile,
+        policy,
+        Phase::Final {
+            first_rounds: policy.rounds,
+        },
+    )
+}
+
+/// A suite of `n` benchmarks with the same noise and no change.
+pub fn aa_suite(n: usize, noise: Noise) -> Vec<SimBench> {
+    (0..n)
+        .map(|i| SimBench {
+            id: format!("group/bench/{i}"),
+            shift: 0.0,
+            noise,
+        })
+        .collect()
+}
