@@ -89,7 +89,10 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
             .take()
             .expect("piped")
             .read_to_string(&mut stdout);
-        (parse_cargo_messages(&stdout), err.join().unwrap_or_default())
+        (
+            parse_cargo_messages(&stdout),
+            err.join().unwrap_or_default(),
+        )
     });
     let status = child.wait().map_err(|e| BuildFailure {
         message: format!("cargo in {}: {e}", req.dir.display()),
@@ -97,7 +100,10 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
     })?;
     if !status.success() {
         return Err(BuildFailure {
-            message: format!("`cargo bench --no-run` failed in {} ({status})", req.dir.display()),
+            message: format!(
+                "`cargo bench --no-run` failed in {} ({status})",
+                req.dir.display()
+            ),
             log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
         });
     }
@@ -124,7 +130,10 @@ fn existing_bench_targets(dir: &Path, packages: &[String]) -> Option<Vec<String>
             continue;
         }
         for t in p["targets"].as_array()? {
-            if t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bench")) {
+            if t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bench"))
+            {
                 names.push(t["name"].as_str()?.to_string());
             }
         }

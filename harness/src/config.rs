@@ -105,7 +105,7 @@ pub struct Suite {
     #[serde(default)]
     pub description: Option<String>,
     pub benches: BTreeMap<String, Vec<String>>,
-    /// Overrides the top-level `rounds`.
+    /// Overrides `policy.rounds` for this suite (a quick suite runs fewer).
     #[serde(default)]
     pub rounds: Option<u32>,
     #[serde(default)]
@@ -124,30 +124,18 @@ pub struct Config {
     #[serde(default = "default_suite")]
     pub default_suite: String,
     pub suites: BTreeMap<String, Suite>,
-    #[serde(default = "default_rounds")]
-    pub rounds: u32,
-    #[serde(default = "default_confirmation_rounds")]
-    pub confirmation_rounds: u32,
     #[serde(default)]
     pub criterion: CriterionSettings,
+    /// The statistical method (rounds, confirmation rounds, floor, per-benchmark thresholds …);
+    /// see `harness/STATS.md`. Omitted keys keep their defaults.
     #[serde(default)]
-    pub stats: Policy,
-    /// Fixed thresholds (relative, 0.05 = 5 %) for benchmark ids matching a regex; they replace
-    /// calibrated/spread thresholds (the floor still applies).
-    #[serde(default)]
-    pub thresholds: BTreeMap<String, f64>,
+    pub policy: Policy,
     #[serde(default = "default_fail_on")]
     pub fail_on: FailOn,
 }
 
 fn default_suite() -> String {
     "full".into()
-}
-fn default_rounds() -> u32 {
-    6
-}
-fn default_confirmation_rounds() -> u32 {
-    4
 }
 fn default_fail_on() -> FailOn {
     FailOn::Red
@@ -181,12 +169,6 @@ impl Config {
         };
         if self.packages.is_empty() {
             return Err(bad("packages", "list at least one cargo package".into()));
-        }
-        if self.rounds < 2 {
-            return Err(bad(
-                "rounds",
-                format!("{} rounds cannot give a paired interval; use at least 2", self.rounds),
-            ));
         }
         if self.suites.is_empty() {
             return Err(bad("suites", "define at least one suite".into()));
@@ -223,23 +205,15 @@ impl Config {
             }
             for (target, filters) in &suite.benches {
                 for f in filters {
-                    check_regex(f).map_err(|m| bad(&format!("suites.{name}.benches.{target}"), m))?;
+                    check_regex(f)
+                        .map_err(|m| bad(&format!("suites.{name}.benches.{target}"), m))?;
                 }
             }
         }
-        for (pattern, t) in &self.thresholds {
-            check_regex(pattern).map_err(|m| bad(&format!("thresholds.{pattern}"), m))?;
-            if !(t.is_finite() && *t > 0.0 && *t < 10.0) {
-                return Err(bad(
-                    &format!("thresholds.{pattern}"),
-                    format!("{t} is not a relative threshold (0.05 means 5 %)"),
-                ));
-            }
-        }
-        self.stats.validate().map_err(|e| {
+        self.policy.validate().map_err(|e| {
             bad(
-                &format!("stats.{}", e.field),
-                format!("{} is not {}", e.value, e.expected),
+                &format!("policy.{}", e.field),
+                format!("{} is out of range: expected {}", e.value, e.expected),
             )
         })?;
         Ok(())
@@ -258,20 +232,14 @@ impl Config {
             )
         })
     }
-
-    /// The fixed threshold configured for `id`, if a `thresholds` pattern matches it (the first
-    /// in key order).
-    pub fn threshold_for(&self, id: &str) -> Option<f64> {
-        self.thresholds
-            .iter()
-            .find(|(p, _)| pattern_matches(p, id))
-            .map(|(_, t)| *t)
-    }
 }
 
 fn check_criterion(c: &CriterionSettings, key: &str) -> Result<(), (String, String)> {
     if !(c.warm_up_s.is_finite() && c.warm_up_s > 0.0) {
-        return Err((format!("{key}.warm_up_s"), "must be a positive number of seconds".into()));
+        return Err((
+            format!("{key}.warm_up_s"),
+            "must be a positive number of seconds".into(),
+        ));
     }
     if !(c.measurement_s.is_finite() && c.measurement_s > 0.0) {
         return Err((
@@ -302,13 +270,79 @@ fn check_regex(p: &str) -> Result<(), String> {
         .map_err(|e| format!("invalid pattern {p:?}: {e}"))
 }
 
-/// Does the regex `pattern` match somewhere in `id`? (Patterns are validated on load; an invalid
-/// one matches nothing.)
-pub fn pattern_matches(pattern: &str, id: &str) -> bool {
-    regex_lite::Regex::new(pattern).is_ok_and(|r| r.is_match(id))
-}
-
 /// The repository's config: `harness.yaml` at `root`, or an error saying it is missing.
 pub fn load_for_repo(root: &Path) -> Result<Config, ConfigError> {
     Config::load(&root.join(FILE_NAME))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "packages: [engine]\nsuites:\n  full:\n    benches:\n      kernels: []\n";
+
+    fn err(text: &str) -> String {
+        Config::parse(text, Path::new("harness.yaml"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn this_repositorys_config_loads() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let c = load_for_repo(&root).unwrap();
+        assert_eq!(c.packages, ["engine"]);
+        assert!(c.suites.contains_key("quick") && c.suites.contains_key("full"));
+        assert!(!c.suites["full"].benches.contains_key("gemm_reference"));
+        assert_eq!(c.suite("quick").unwrap().rounds, Some(4));
+    }
+
+    #[test]
+    fn defaults_fill_what_is_omitted() {
+        let c = Config::parse(MINIMAL, Path::new("h.yaml")).unwrap();
+        assert_eq!(c.default_suite, "full");
+        assert_eq!(c.fail_on, FailOn::Red);
+        assert_eq!(c.criterion, CriterionSettings::default());
+        assert_eq!(c.policy, Policy::default());
+    }
+
+    #[test]
+    fn errors_name_the_file_and_key() {
+        let e = err("packages: [engine]\nsuites: {}\n");
+        assert!(e.contains("harness.yaml: key `suites`"), "{e}");
+        let e = err(&format!("{MINIMAL}default_suite: quick\n"));
+        assert!(
+            e.contains("key `default_suite`") && e.contains("\"quick\""),
+            "{e}"
+        );
+        let e = err(&format!("{MINIMAL}criterion:\n  sample_size: 3\n"));
+        assert!(e.contains("key `criterion.sample_size`"), "{e}");
+        let e = err(
+            "packages: [engine]\nsuites:\n  full:\n    benches:\n      kernels: ['(unclosed']\n",
+        );
+        assert!(e.contains("key `suites.full.benches.kernels`"), "{e}");
+        let e = err(&format!("{MINIMAL}policy:\n  confidence: 2.0\n"));
+        assert!(e.contains("key `policy.confidence`"), "{e}");
+        let e = err("packages: []\nsuites:\n  full:\n    benches:\n      kernels: []\n");
+        assert!(e.contains("key `packages`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_types_are_parse_errors_naming_the_file() {
+        let e = err(&format!("{MINIMAL}roundz: 3\n"));
+        assert!(
+            e.starts_with("harness.yaml:") && e.contains("roundz"),
+            "{e}"
+        );
+        let e = err(&format!("{MINIMAL}fail_on: sometimes\n"));
+        assert!(e.contains("sometimes") || e.contains("fail_on"), "{e}");
+    }
+
+    #[test]
+    fn criterion_args_carry_the_settings() {
+        let a = CriterionSettings::default().args();
+        assert_eq!(a[0], "--bench");
+        let i = a.iter().position(|x| x == "--sample-size").unwrap();
+        assert_eq!(a[i + 1], "15");
+    }
 }

@@ -186,9 +186,17 @@ mod tests {
     fn a_missing_home_is_an_empty_run_and_a_corrupt_file_names_itself() {
         let t = tempfile::tempdir().unwrap();
         assert!(read_run(&t.path().join("absent"), 0).unwrap().is_empty());
-        write(t.path(), "x/y", r#"{"sampling_mode":"Linear","iters":[1.0],"times":[]}"#, "null");
+        write(
+            t.path(),
+            "x/y",
+            r#"{"sampling_mode":"Linear","iters":[1.0],"times":[]}"#,
+            "null",
+        );
         let e = read_run(t.path(), 0).unwrap_err().to_string();
-        assert!(e.contains("sample.json") && e.contains("1 iteration counts but 0 times"), "{e}");
+        assert!(
+            e.contains("sample.json") && e.contains("1 iteration counts but 0 times"),
+            "{e}"
+        );
     }
 
     #[test]

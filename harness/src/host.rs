@@ -70,7 +70,9 @@ pub fn fingerprint(h: &HostInfo) -> String {
 /// The 1, 5 and 15 minute load averages (zeros where unavailable).
 pub fn load_avg() -> [f64; 3] {
     let t = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut it = t.split_whitespace().map(|v| v.parse::<f64>().unwrap_or(0.0));
+    let mut it = t
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0));
     [
         it.next().unwrap_or(0.0),
         it.next().unwrap_or(0.0),

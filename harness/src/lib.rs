@@ -4,7 +4,13 @@
 //! decision functions) → [`report`] (terminal, markdown, JSON). [`results`] is the saved-run data
 //! model every stage after `run` reads; [`config`] is `harness.yaml`.
 
+pub mod build;
+pub mod compare;
+pub mod config;
+pub mod criterion;
 pub mod git;
+pub mod host;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod stats;

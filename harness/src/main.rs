@@ -1,8 +1,329 @@
-//! `harness` binary: the regression gate. Not built yet: it says so and exits 2 ("could not run").
+//! The `harness` command line (glue only): parse flags, resolve them against `harness.yaml`,
+//! call the library, print the report, map the outcome to the exit-code contract
+//! (0 passed or report-only, 1 gate failed, 2 could not run).
 
-fn main() -> std::process::ExitCode {
-    eprintln!(
-        "error: the harness is not implemented in this revision (lands with the harness compare issue)"
-    );
-    std::process::ExitCode::from(2)
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use harness::compare::{
+    CompareOptions, ProfileChoice, Progress, default_cache_root, repo_cache_dir,
+};
+use harness::config::{self, Config, FailOn};
+use harness::git::Repo;
+use harness::report;
+use harness::results::{Outcome, Results};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser)]
+#[command(
+    name = "harness",
+    version,
+    about = "Regression gate: base vs PR benchmarks, interleaved, with calibrated thresholds"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Term,
+    Md,
+    Json,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+struct Common {
+    /// harness.yaml to use (default: the repository root's).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Suite from harness.yaml (default: its `default_suite`).
+    #[arg(long)]
+    suite: Option<String>,
+    /// Rounds of the first pass (default: the suite's, else policy.rounds).
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Cache root for slots, target dirs and profiles (default: $HARNESS_CACHE_DIR or
+    /// ~/.cache/decoder-gate/harness).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// The repository (default: the current directory).
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compare base and head: build both, run interleaved rounds, decide, report.
+    Compare {
+        /// Base revision (default: the merge-base of HEAD with the default branch).
+        #[arg(long)]
+        base: Option<String>,
+        /// Head revision (default: the working tree, uncommitted changes included).
+        #[arg(long)]
+        head: Option<String>,
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_enum, default_value = "term")]
+        format: Format,
+        /// Write results.json, report.md and benchmark-action.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// When the exit status is 1 (default: harness.yaml's fail_on).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
+        /// A calibration profile file (default: the cache's profile for this host, if any).
+        #[arg(long, conflicts_with = "no_profile")]
+        profile: Option<PathBuf>,
+        /// Ignore calibration profiles: thresholds from the within-run spread.
+        #[arg(long)]
+        no_profile: bool,
+    },
+    /// A/A runs of one revision → a per-benchmark noise profile for this host.
+    Calibrate {
+        /// Revision to calibrate on (default: HEAD).
+        #[arg(long)]
+        rev: Option<String>,
+        /// A/A trials.
+        #[arg(long, default_value_t = 5)]
+        trials: u32,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Re-render a saved results.json.
+    Report {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, value_enum, default_value = "md")]
+        format: Format,
+        /// Exit status from the saved outcome under this policy (default: report only, 0).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
+    },
+}
+
+/// Progress on stderr: a bar on a TTY, one line per stage and round otherwise.
+struct Ui {
+    bar: Option<ProgressBar>,
+}
+
+impl Ui {
+    fn new() -> Ui {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new(0);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+                )
+                .expect("valid template"),
+            );
+            b
+        });
+        Ui { bar }
+    }
+}
+
+impl Progress for Ui {
+    fn stage(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+    fn rounds(&self, done: u64, total: u64, what: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.set_length(total);
+                b.set_position(done);
+                b.set_message(what.to_string());
+                if done >= total {
+                    b.finish_and_clear();
+                }
+            }
+            None => {
+                if what.starts_with("round") && what.contains(" base ") || what == "done" {
+                    eprintln!("[{done}/{total}] {what}");
+                }
+            }
+        }
+    }
+    fn line(&self, line: &str) {
+        if let Some(b) = &self.bar {
+            let l = line.trim();
+            if l.starts_with("Compiling") || l.starts_with("Finished") {
+                b.set_message(l.to_string());
+                b.tick();
+            }
+        }
+    }
+}
+
+struct Resolved {
+    repo_root: PathBuf,
+    config: Config,
+    suite: String,
+    cache_dir: PathBuf,
+}
+
+fn resolve_common(c: &Common) -> anyhow::Result<Resolved> {
+    let repo = Repo::open(&c.repo)?;
+    let repo_root = repo.workdir().map(|p| p.to_path_buf()).with_context(|| {
+        format!(
+            "{} is a bare repository: nothing to build",
+            c.repo.display()
+        )
+    })?;
+    let config_path = c
+        .config
+        .clone()
+        .unwrap_or_else(|| repo_root.join(config::FILE_NAME));
+    let config = Config::load(&config_path)?;
+    let suite = c
+        .suite
+        .clone()
+        .unwrap_or_else(|| config.default_suite.clone());
+    config.suite(&suite).map_err(anyhow::Error::msg)?;
+    let root = c.cache_dir.clone().unwrap_or_else(default_cache_root);
+    let cache_dir = repo_cache_dir(&root, &repo_root);
+    Ok(Resolved {
+        repo_root,
+        config,
+        suite,
+        cache_dir,
+    })
+}
+
+fn exit_code(outcome: Outcome, fail_on: FailOn) -> u8 {
+    match (outcome, fail_on) {
+        (Outcome::Error, _) => 2,
+        (_, FailOn::Never) => 0,
+        (Outcome::Fail, _) => 1,
+        (Outcome::Warn, FailOn::Warn) => 1,
+        _ => 0,
+    }
+}
+
+fn render(results: &Results, format: Format) -> String {
+    match format {
+        Format::Term => {
+            report::terminal(results, report::use_color(std::io::stdout().is_terminal()))
+        }
+        Format::Md => report::markdown(results),
+        Format::Json => report::json(results),
+    }
+}
+
+fn write_outputs(dir: &std::path::Path, results: &Results) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let w = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+    };
+    w("results.json", report::json(results))?;
+    w("report.md", report::markdown(results))?;
+    w(
+        "benchmark-action.json",
+        serde_json::to_string_pretty(&report::github_action_benchmark(results))?,
+    )?;
+    Ok(())
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Cmd::Compare {
+            base,
+            head,
+            common,
+            format,
+            out,
+            fail_on,
+            profile,
+            no_profile,
+        } => {
+            let r = resolve_common(&common)?;
+            let fail_on = fail_on.unwrap_or(r.config.fail_on);
+            let opts = CompareOptions {
+                repo_dir: r.repo_root.clone(),
+                config: r.config,
+                base,
+                head,
+                suite: r.suite,
+                rounds: common.rounds,
+                cache_dir: r.cache_dir.clone(),
+                profile: match (profile, no_profile) {
+                    (Some(p), _) => ProfileChoice::File(p),
+                    (None, true) => ProfileChoice::Off,
+                    (None, false) => ProfileChoice::Auto,
+                },
+            };
+            let ui = Ui::new();
+            let results = harness::compare::compare(&opts, &ui)?;
+            let out = out.unwrap_or_else(|| r.cache_dir.join("last-run"));
+            write_outputs(&out, &results)?;
+            print!("{}", render(&results, format));
+            eprintln!("results: {}", out.join("results.json").display());
+            Ok(exit_code(results.outcome, fail_on))
+        }
+        Cmd::Calibrate {
+            rev,
+            trials,
+            common,
+        } => {
+            let r = resolve_common(&common)?;
+            let opts = CompareOptions {
+                repo_dir: r.repo_root,
+                config: r.config,
+                base: None,
+                head: None,
+                suite: r.suite,
+                rounds: common.rounds,
+                cache_dir: r.cache_dir,
+                profile: ProfileChoice::Off,
+            };
+            let ui = Ui::new();
+            let (profile, path) = harness::compare::calibrate(&opts, rev.as_deref(), trials, &ui)?;
+            println!(
+                "calibration profile for host {} ({} benchmarks, {} A/A trials): {}",
+                profile.fingerprint,
+                profile.benches.len(),
+                profile.trials,
+                path.display()
+            );
+            Ok(0)
+        }
+        Cmd::Report {
+            input,
+            format,
+            fail_on,
+        } => {
+            let text = std::fs::read_to_string(&input)
+                .with_context(|| format!("cannot read {}", input.display()))?;
+            let results: Results = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a harness results file", input.display()))?;
+            if results.schema != harness::results::SCHEMA {
+                anyhow::bail!(
+                    "{}: schema {:?}, this harness reads {:?}",
+                    input.display(),
+                    results.schema,
+                    harness::results::SCHEMA
+                );
+            }
+            print!("{}", render(&results, format));
+            Ok(exit_code(results.outcome, fail_on.unwrap_or(FailOn::Never)))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -95,10 +95,14 @@ impl Measurer for CriterionMeasurer {
         filter: Option<&str>,
         round: u32,
     ) -> Result<BTreeMap<String, Measured>, RunFailure> {
-        let exe = self.exes(side).by_target.get(target).ok_or_else(|| RunFailure {
-            message: format!("{} has no bench target {target:?}", side.name()),
-            log_tail: Vec::new(),
-        })?;
+        let exe = self
+            .exes(side)
+            .by_target
+            .get(target)
+            .ok_or_else(|| RunFailure {
+                message: format!("{} has no bench target {target:?}", side.name()),
+                log_tail: Vec::new(),
+            })?;
         let home = self
             .work_dir
             .join(format!("r{round:03}-{}-{target}", side.name()));

@@ -362,6 +362,24 @@ fn decide(p: &Prepared, p_adjusted: f64, policy: &Policy, phase: Phase) -> Decis
                                 "{est} beyond the {thr} threshold ({holm_note}); {confirm_note}"
                             ),
                         ),
+                        // Too noisy to gate small changes, but a regression whose interval lies
+                        // wholly above even `max_threshold`, both pooled and in the confirmation
+                        // rounds alone, is beyond doubt: 🔴.
+                        Some(why)
+                            if lo > policy.max_threshold.ln_1p()
+                                && confirm.as_ref().is_some_and(|c| {
+                                    c.interval(policy.confidence).0 > policy.max_threshold.ln_1p()
+                                }) =>
+                        {
+                            (
+                                Status::Regression,
+                                format!(
+                                    "{est}, interval entirely above {} ({holm_note}; \
+                                 {confirm_note}), although {why}",
+                                    pct_abs(policy.max_threshold)
+                                ),
+                            )
+                        }
                         Some(why) => (
                             Status::PossibleRegression,
                             format!("{est} ({holm_note}; {confirm_note}) but {why}"),
@@ -516,6 +534,38 @@ mod tests {
         assert!((c.estimate - 1.0).abs() < 1e-9, "{c:?}");
         assert!(c.ci_low <= c.estimate && c.estimate <= c.ci_high);
         assert_eq!(c.p_value, 0.0);
+    }
+
+    /// A loaded run: per-round log ratios swing by ±0.3 (far too noisy to gate a 5 % change),
+    /// yet a 2× slowdown lies wholly above `max_threshold`: 🔴, not ⚠️. The same noise around
+    /// +10 % stays ⚠️ or ❔.
+    #[test]
+    fn twice_as_slow_in_a_very_noisy_run_is_still_red() {
+        let swing = [
+            0.3, -0.3, 0.25, -0.2, 0.3, -0.35, 0.2, -0.25, 0.3, -0.3, 0.25, -0.25,
+        ];
+        let base = steady(100.0, 12);
+        let head = |factor: f64| -> Vec<f64> {
+            base.iter()
+                .zip(swing)
+                .map(|(b, s)| b * factor * f64::exp(s))
+                .collect()
+        };
+        let red = one(
+            &[input("k", &base, &head(2.0))],
+            Phase::Final { first_rounds: 6 },
+        );
+        assert!(red.threshold > Policy::default().max_threshold, "{red:?}");
+        assert_eq!(red.status, Status::Regression, "{red:?}");
+        assert!(
+            red.note.as_ref().unwrap().contains("entirely above"),
+            "{red:?}"
+        );
+        let small = one(
+            &[input("k", &base, &head(1.1))],
+            Phase::Final { first_rounds: 6 },
+        );
+        assert_ne!(small.status, Status::Regression, "{small:?}");
     }
 
     #[test]

@@ -1,0 +1,615 @@
+//! `harness compare` and `harness calibrate`: the pipeline glue. Resolves the revisions, checks
+//! them out into the cache's slots, builds both, runs the interleaved rounds, decides (first pass,
+//! confirmation rounds for suspects, final pass) and assembles [`Results`]. Every stage it calls
+//! is tested alone; this module only wires them and turns stage failures into report rows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+
+use crate::build::{BenchExes, BuildRequest, build_benches};
+use crate::config::{Config, CriterionSettings};
+use crate::criterion::exact_filter;
+use crate::git::{Checkout, Repo, WORKING_TREE_SPEC};
+use crate::host;
+use crate::results::{
+    BenchResult, Failure, HostInfo, Method, Results, Revision, SCHEMA, SideResult, Status,
+};
+use crate::run::{Collect, Collected, CriterionMeasurer, Measurer, TargetPlan, run_rounds};
+use crate::stats::{self, BenchInput, NoiseProfile, Phase, Policy};
+
+/// Where progress goes: a bar on a TTY, plain lines otherwise.
+pub trait Progress: Sync {
+    fn stage(&self, msg: &str);
+    fn rounds(&self, done: u64, total: u64, what: &str);
+    fn line(&self, _line: &str) {}
+}
+
+/// Which calibration profile to use.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProfileChoice {
+    /// The profile in the cache whose fingerprint matches this host, if any.
+    Auto,
+    /// This file (an error if it does not exist or does not match the host).
+    File(PathBuf),
+    /// None: thresholds from the within-run spread.
+    Off,
+}
+
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// Any directory inside the repository.
+    pub repo_dir: PathBuf,
+    pub config: Config,
+    /// None: the merge-base of HEAD with the default branch.
+    pub base: Option<String>,
+    /// None: the working tree (with uncommitted changes if any, else HEAD).
+    pub head: Option<String>,
+    pub suite: String,
+    pub rounds: Option<u32>,
+    /// Per-repository cache dir (slots, target dirs, profiles, run scratch).
+    pub cache_dir: PathBuf,
+    pub profile: ProfileChoice,
+}
+
+/// The per-repository cache dir under `root`: `<root>/<repo name>-<hash of its path>`.
+pub fn repo_cache_dir(root: &Path, repo_root: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let canon = repo_root
+        .canonicalize()
+        .unwrap_or_else(|_| repo_root.to_path_buf());
+    let h = Sha256::digest(canon.to_string_lossy().as_bytes());
+    let name = canon
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".into());
+    root.join(format!(
+        "{name}-{}",
+        h.iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
+}
+
+/// The cache root: `$HARNESS_CACHE_DIR`, else `$XDG_CACHE_HOME/decoder-gate/harness`, else
+/// `~/.cache/decoder-gate/harness`.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("HARNESS_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("decoder-gate").join("harness")
+}
+
+fn profile_path(cache_dir: &Path, fingerprint: &str) -> PathBuf {
+    cache_dir
+        .join("profiles")
+        .join(format!("{fingerprint}.json"))
+}
+
+fn load_profile(
+    choice: &ProfileChoice,
+    cache_dir: &Path,
+    host: &HostInfo,
+) -> anyhow::Result<Option<(NoiseProfile, PathBuf)>> {
+    let path = match choice {
+        ProfileChoice::Off => return Ok(None),
+        ProfileChoice::Auto => {
+            let p = profile_path(cache_dir, &host.fingerprint);
+            if !p.is_file() {
+                return Ok(None);
+            }
+            p
+        }
+        ProfileChoice::File(p) => p.clone(),
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read calibration profile {}", path.display()))?;
+    let profile = NoiseProfile::from_json(&text)
+        .with_context(|| format!("calibration profile {}", path.display()))?;
+    if !profile.matches(&host.fingerprint) {
+        if matches!(choice, ProfileChoice::File(_)) {
+            bail!(
+                "calibration profile {} was made on another host (fingerprint {}, this host {}); run `harness calibrate` here",
+                path.display(),
+                profile.fingerprint,
+                host.fingerprint
+            );
+        }
+        return Ok(None);
+    }
+    Ok(Some((profile, path)))
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The bench plan of a suite: one entry per bench target, its filters joined into one regex.
+pub fn plan_for(config: &Config, suite: &str) -> anyhow::Result<Vec<TargetPlan>> {
+    let s = config.suite(suite).map_err(anyhow::Error::msg)?;
+    Ok(s.benches
+        .iter()
+        .map(|(target, filters)| TargetPlan {
+            target: target.clone(),
+            filter: match filters.len() {
+                0 => None,
+                1 => Some(filters[0].clone()),
+                _ => Some(
+                    filters
+                        .iter()
+                        .map(|f| format!("(?:{f})"))
+                        .collect::<Vec<_>>()
+                        .join("|"),
+                ),
+            },
+        })
+        .collect())
+}
+
+/// Resolves base and head as `compare` would.
+fn resolve_revisions(
+    repo: &Repo,
+    opts: &CompareOptions,
+) -> anyhow::Result<(Revision, Checkout, Revision, Checkout)> {
+    let (head, head_co) = match &opts.head {
+        Some(spec) => {
+            let r = repo.resolve(spec)?;
+            let co = Checkout::Commit(r.sha.clone());
+            (r, co)
+        }
+        None if repo.is_dirty()? => (repo.resolve_working_tree()?, Checkout::WorkingTree),
+        None => {
+            let r = repo.resolve("HEAD")?;
+            let co = Checkout::Commit(r.sha.clone());
+            (r, co)
+        }
+    };
+    let base = match &opts.base {
+        Some(spec) => repo.resolve(spec)?,
+        None => {
+            let branch = match &opts.config.default_branch {
+                Some(b) => b.clone(),
+                None => repo.default_branch()?,
+            };
+            let head_sha = repo.resolve("HEAD")?.sha;
+            let mb = repo.merge_base(&head_sha, &branch)?;
+            let mut r = repo.resolve(&mb)?;
+            r.spec = format!("merge-base(HEAD, {branch})");
+            r
+        }
+    };
+    let base_co = Checkout::Commit(base.sha.clone());
+    Ok((base, base_co, head, head_co))
+}
+
+/// Per benchmark, the per-round estimates of both sides paired by round index.
+fn inputs_from(collected: &Collected) -> Vec<BenchInput> {
+    collected
+        .benches
+        .iter()
+        .map(|(id, c)| {
+            let est = |s: &[crate::results::RawSample]| -> BTreeMap<u32, f64> {
+                s.iter()
+                    .filter_map(|x| {
+                        stats::round_estimate(&x.iters, &x.times_ns).map(|e| (x.round, e))
+                    })
+                    .collect()
+            };
+            let (b, h) = (est(&c.base), est(&c.head));
+            let (base, head) = match (c.base.is_empty(), c.head.is_empty()) {
+                (false, false) => {
+                    // Index i is round i on both sides; a round missing on one side (or with
+                    // unusable samples) is NaN there, and the stats drop that pair. Keeping the
+                    // indices aligned keeps confirmation rounds at index >= first-pass rounds.
+                    let last = b.keys().chain(h.keys()).max().copied().unwrap_or(0);
+                    let side = |m: &BTreeMap<u32, f64>| -> Vec<f64> {
+                        (0..=last)
+                            .map(|r| m.get(&r).copied().unwrap_or(f64::NAN))
+                            .collect()
+                    };
+                    (Some(side(&b)), Some(side(&h)))
+                }
+                (false, true) => (Some(b.values().copied().collect()), None),
+                (true, false) => (None, Some(h.values().copied().collect())),
+                (true, true) => (None, None),
+            };
+            BenchInput {
+                id: id.clone(),
+                base,
+                head,
+            }
+        })
+        .collect()
+}
+
+fn side_result(samples: &[crate::results::RawSample]) -> Option<SideResult> {
+    if samples.is_empty() {
+        return None;
+    }
+    let per_round_ns: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| stats::round_estimate(&s.iters, &s.times_ns))
+        .collect();
+    let median_ns = stats::median(&per_round_ns).unwrap_or(f64::NAN);
+    Some(SideResult {
+        per_round_ns,
+        median_ns,
+        samples: samples.to_vec(),
+    })
+}
+
+/// Runs the measurement and decision on already-built executables: the part shared by
+/// `compare` and `calibrate`, and what tests drive with a scripted [`Measurer`].
+pub fn measure_and_decide(
+    m: &mut dyn Measurer,
+    plan: &[TargetPlan],
+    policy: &Policy,
+    rounds: u32,
+    profile: Option<&NoiseProfile>,
+    progress: &dyn Progress,
+) -> (Collected, Vec<BenchResult>) {
+    let mut collected = Collected::default();
+    run_rounds(m, plan, 0, rounds, false, &mut collected, &mut |d, t, w| {
+        progress.rounds(d, t, w)
+    });
+    let first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+    let suspects = stats::suspects(&first);
+    let decisions = if suspects.is_empty() || policy.confirmation_rounds == 0 {
+        first
+    } else {
+        progress.stage(&format!(
+            "confirming {} suspect(s) with {} more rounds: {}",
+            suspects.len(),
+            policy.confirmation_rounds,
+            suspects.join(", ")
+        ));
+        // One plan entry per target that has suspects, filtered to exactly those ids.
+        let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for id in &suspects {
+            if let Some(c) = collected.benches.get(id) {
+                by_target.entry(&c.target).or_default().push(id);
+            }
+        }
+        let confirm_plan: Vec<TargetPlan> = by_target
+            .iter()
+            .map(|(t, ids)| TargetPlan {
+                target: t.to_string(),
+                filter: Some(exact_filter(ids)),
+            })
+            .collect();
+        run_rounds(
+            m,
+            &confirm_plan,
+            rounds,
+            policy.confirmation_rounds as u32,
+            true,
+            &mut collected,
+            &mut |d, t, w| progress.rounds(d, t, w),
+        );
+        stats::analyze(
+            &inputs_from(&collected),
+            profile,
+            policy,
+            Phase::Final {
+                first_rounds: rounds as usize,
+            },
+        )
+    };
+    let benches = decisions
+        .into_iter()
+        .map(|d| {
+            let c: &Collect = &collected.benches[&d.id];
+            let failed_side = collected
+                .failed_targets
+                .iter()
+                .find(|(_, t)| *t == c.target)
+                .map(|(s, _)| s.name());
+            let (status, note) = match failed_side {
+                Some(side) => (
+                    Status::Failed,
+                    Some(format!("bench target {} failed to run on {side}", c.target)),
+                ),
+                None => (d.status, d.note),
+            };
+            BenchResult {
+                id: d.id,
+                status,
+                base: side_result(&c.base),
+                head: side_result(&c.head),
+                change: d.change,
+                threshold: d.threshold,
+                threshold_source: d.threshold_source,
+                throughput: c.throughput,
+                rounds: d.rounds as u32,
+                confirmed: d.confirmation_rounds > 0,
+                note,
+            }
+        })
+        .collect();
+    (collected, benches)
+}
+
+fn method(
+    policy: &Policy,
+    rounds: u32,
+    criterion: &CriterionSettings,
+    profile: Option<String>,
+) -> Method {
+    Method {
+        rounds,
+        confirmation_rounds: policy.confirmation_rounds as u32,
+        order: "ABBA (AB on even rounds, BA on odd; per bench target)".into(),
+        criterion_args: criterion.args(),
+        confidence: policy.confidence,
+        alpha: policy.alpha,
+        correction: "holm".into(),
+        floor: policy.floor,
+        profile,
+    }
+}
+
+fn build_side(
+    side: &str,
+    dir: &Path,
+    target_dir: &Path,
+    config: &Config,
+    targets: &[String],
+    progress: &dyn Progress,
+) -> Result<BenchExes, Failure> {
+    progress.stage(&format!("building {side} in {}", dir.display()));
+    let on_line = |l: &str| progress.line(l);
+    build_benches(&BuildRequest {
+        dir,
+        target_dir,
+        packages: &config.packages,
+        benches: targets,
+        on_line: &on_line,
+    })
+    .map_err(|f| Failure {
+        side: side.into(),
+        stage: "build".into(),
+        message: f.message,
+        log_tail: f.log_tail,
+    })
+}
+
+/// `harness compare`: Ok(results) whatever the verdict; Err only when the gate could not start
+/// (bad revision, unreadable config, broken cache).
+pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result<Results> {
+    let t0 = Instant::now();
+    let repo = Repo::open(&opts.repo_dir)?;
+    let (base, base_co, head, head_co) = resolve_revisions(&repo, opts)?;
+    let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
+    let plan = plan_for(&opts.config, &opts.suite)?;
+    let targets: Vec<String> = plan.iter().map(|p| p.target.clone()).collect();
+    let criterion = suite
+        .criterion
+        .clone()
+        .unwrap_or_else(|| opts.config.criterion.clone());
+    let policy = &opts.config.policy;
+    let rounds = opts.rounds.or(suite.rounds).unwrap_or(policy.rounds as u32);
+    if rounds < 2 {
+        bail!("--rounds {rounds}: at least 2 rounds are needed for a paired interval");
+    }
+    let host = host::collect();
+    let profile = load_profile(&opts.profile, &opts.cache_dir, &host)?;
+    std::fs::create_dir_all(&opts.cache_dir)
+        .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
+
+    progress.stage(&format!(
+        "checking out base {} ({})",
+        short(&base.sha),
+        base.spec
+    ));
+    let base_wt = repo.checkout("base", base_co, &opts.cache_dir)?;
+    progress.stage(&format!(
+        "checking out head {} ({})",
+        short(&head.sha),
+        head.spec
+    ));
+    let head_wt = repo.checkout("head", head_co, &opts.cache_dir)?;
+
+    let mut failures = Vec::new();
+    let base_exes = build_side(
+        "base",
+        &base_wt.path,
+        &opts.cache_dir.join("target").join("base"),
+        &opts.config,
+        &targets,
+        progress,
+    )
+    .map_err(|f| failures.push(f))
+    .ok();
+    let head_exes = build_side(
+        "head",
+        &head_wt.path,
+        &opts.cache_dir.join("target").join("head"),
+        &opts.config,
+        &targets,
+        progress,
+    )
+    .map_err(|f| failures.push(f))
+    .ok();
+
+    let mut round_infos = Vec::new();
+    let mut benches = Vec::new();
+    if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
+        let work_dir = opts.cache_dir.join("runs").join("current");
+        let _ = std::fs::remove_dir_all(&work_dir);
+        let mut m = CriterionMeasurer {
+            base: base_exes,
+            head: head_exes,
+            args: criterion.args(),
+            work_dir: work_dir.clone(),
+            on_line: Box::new(|_| {}),
+        };
+        let (collected, b) = measure_and_decide(
+            &mut m,
+            &plan,
+            policy,
+            rounds,
+            profile.as_ref().map(|(p, _)| p),
+            progress,
+        );
+        failures.extend(collected.failures);
+        round_infos = collected.rounds;
+        benches = b;
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    base_wt.release()?;
+    head_wt.release()?;
+
+    let outcome = Results::decide(&benches, &failures);
+    let profile_desc = profile.as_ref().map(|(p, path)| {
+        format!(
+            "{} (host {}, {} A/A trials)",
+            path.display(),
+            p.fingerprint,
+            p.trials
+        )
+    });
+    let mut reproduce = vec![format!(
+        "harness compare --base {} --head {} --suite {} --rounds {rounds}",
+        base.sha,
+        if head.dirty {
+            "<working tree>".to_string()
+        } else {
+            head.sha.clone()
+        },
+        opts.suite
+    )];
+    reproduce.push(format!(
+        "cargo bench -p {} -- {}",
+        opts.config.packages.join(" -p "),
+        criterion.args()[1..].join(" ")
+    ));
+    Ok(Results {
+        schema: SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix_s: now_unix(),
+        suite: opts.suite.clone(),
+        shard: None,
+        base,
+        head,
+        host,
+        method: method(policy, rounds, &criterion, profile_desc),
+        rounds: round_infos,
+        benches,
+        failures,
+        outcome,
+        wall_s: t0.elapsed().as_secs_f64(),
+        reproduce,
+    })
+}
+
+/// `harness calibrate`: `trials` A/A comparisons of one revision (one build, the same
+/// executables on both sides), folded into a noise profile saved under the cache's `profiles/`
+/// keyed by this host's fingerprint. Returns the profile and its path.
+pub fn calibrate(
+    opts: &CompareOptions,
+    rev: Option<&str>,
+    trials: u32,
+    progress: &dyn Progress,
+) -> anyhow::Result<(NoiseProfile, PathBuf)> {
+    if trials < 2 {
+        bail!("--trials {trials}: a noise profile needs at least 2 A/A trials");
+    }
+    let repo = Repo::open(&opts.repo_dir)?;
+    let r = repo.resolve(rev.unwrap_or("HEAD"))?;
+    let plan = plan_for(&opts.config, &opts.suite)?;
+    let targets: Vec<String> = plan.iter().map(|p| p.target.clone()).collect();
+    let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
+    let criterion = suite
+        .criterion
+        .clone()
+        .unwrap_or_else(|| opts.config.criterion.clone());
+    let rounds = opts
+        .rounds
+        .or(suite.rounds)
+        .unwrap_or(opts.config.policy.rounds as u32);
+    let host = host::collect();
+    std::fs::create_dir_all(&opts.cache_dir)
+        .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
+    let wt = repo.checkout("base", Checkout::Commit(r.sha.clone()), &opts.cache_dir)?;
+    let exes = build_side(
+        "base",
+        &wt.path,
+        &opts.cache_dir.join("target").join("base"),
+        &opts.config,
+        &targets,
+        progress,
+    )
+    .map_err(|f| anyhow::anyhow!("{}\n{}", f.message, f.log_tail.join("\n")))?;
+    wt.release()?;
+    let work_dir = opts.cache_dir.join("runs").join("calibrate");
+    let mut all_trials = Vec::new();
+    for t in 0..trials {
+        progress.stage(&format!(
+            "A/A trial {}/{trials} of {}",
+            t + 1,
+            short(&r.sha)
+        ));
+        let _ = std::fs::remove_dir_all(&work_dir);
+        let mut m = CriterionMeasurer {
+            base: exes.clone(),
+            head: exes.clone(),
+            args: criterion.args(),
+            work_dir: work_dir.clone(),
+            on_line: Box::new(|_| {}),
+        };
+        let mut collected = Collected::default();
+        run_rounds(
+            &mut m,
+            &plan,
+            0,
+            rounds,
+            false,
+            &mut collected,
+            &mut |d, tt, w| progress.rounds(d, tt, w),
+        );
+        if let Some(f) = collected.failures.first() {
+            bail!(
+                "A/A trial {}: {}\n{}",
+                t + 1,
+                f.message,
+                f.log_tail.join("\n")
+            );
+        }
+        all_trials.push(inputs_from(&collected));
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let profile = NoiseProfile::from_aa_trials(&host.fingerprint, now_unix(), &all_trials);
+    let path = profile_path(&opts.cache_dir, &host.fingerprint);
+    std::fs::create_dir_all(path.parent().expect("has parent"))
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    std::fs::write(&path, profile.to_json())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((profile, path))
+}
+
+pub fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(7)]
+}
+
+/// What the report calls a dirty working tree.
+pub fn describe(rev: &Revision) -> String {
+    if rev.dirty {
+        format!(
+            "{} {} ({WORKING_TREE_SPEC}, uncommitted changes)",
+            short(&rev.sha),
+            rev.subject
+        )
+    } else {
+        format!("{} {}", short(&rev.sha), rev.subject)
+    }
+}

@@ -1,0 +1,286 @@
+//! End to end on a throwaway repository: a tiny crate with three criterion benches and commits
+//! where one bench gets 2× slower, one 2× faster, one stays the same, plus a commit that does not
+//! compile. Runs the real `harness` binary (real worktree slots, real cargo builds, real
+//! criterion runs) and checks statuses, exit codes under each `--fail-on` policy, and that the
+//! repository is left exactly as it was (no worktree, no branch, clean status).
+//!
+//! One test function on purpose: the builds dominate (criterion is compiled once per slot), and
+//! every later comparison reuses the warm slot target dirs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use git2::{Repository, Signature};
+use harness::results::{Outcome, Results, Status};
+
+const CARGO_TOML: &str = r#"[package]
+name = "fixture"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[workspace]
+
+[dev-dependencies]
+criterion = { version = "0.8", default-features = false, features = ["cargo_bench_support"] }
+
+[[bench]]
+name = "work"
+harness = false
+
+[profile.release]
+debug = false
+"#;
+
+const BENCH: &str = r#"use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use std::hint::black_box;
+
+fn work(c: &mut Criterion) {
+    let mut g = c.benchmark_group("work");
+    for (name, n) in [("slow", fixture::SLOW), ("fast", fixture::FAST), ("same", fixture::SAME)] {
+        g.bench_function(BenchmarkId::new(name, "x"), |b| b.iter(|| fixture::spin(black_box(n))));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, work);
+criterion_main!(benches);
+"#;
+
+fn lib_rs(slow: u64, fast: u64, same: u64) -> String {
+    format!(
+        r#"pub const SLOW: u64 = {slow};
+pub const FAST: u64 = {fast};
+pub const SAME: u64 = {same};
+
+/// `n` dependent multiply-adds: time proportional to n, not optimised away.
+pub fn spin(n: u64) -> u64 {{
+    let mut x = 1u64;
+    for i in 0..n {{
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+    }}
+    x
+}}
+"#
+    )
+}
+
+const HARNESS_YAML: &str = r#"packages: [fixture]
+default_branch: main
+default_suite: full
+criterion:
+  warm_up_s: 0.1
+  measurement_s: 0.3
+  sample_size: 10
+  nresamples: 500
+policy:
+  rounds: 4
+  confirmation_rounds: 6
+suites:
+  full:
+    benches:
+      work: []
+"#;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    cache: PathBuf,
+    repo: Repository,
+}
+
+impl Fixture {
+    fn commit(&self, lib: &str, msg: &str) -> String {
+        std::fs::write(self.root.join("src/lib.rs"), lib).unwrap();
+        let mut index = self.repo.index().unwrap();
+        index
+            .add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = Signature::now("t", "t@example.com").unwrap();
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo
+            .commit(Some("HEAD"), &sig, &sig, msg, &tree, &parents)
+            .unwrap()
+            .to_string()
+    }
+
+    fn harness(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(args)
+            .arg("--repo")
+            .arg(&self.root)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn compare(&self, base: &str, head: &str, out: &Path, fail_on: &str) -> (i32, Results, String) {
+        let (code, _stdout, stderr) = self.harness(&[
+            "compare",
+            "--base",
+            base,
+            "--head",
+            head,
+            "--format",
+            "md",
+            "--no-profile",
+            "--fail-on",
+            fail_on,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let results = std::fs::read_to_string(out.join("results.json"))
+            .unwrap_or_else(|e| panic!("no results.json (exit {code}): {e}\n{stderr}"));
+        (code, serde_json::from_str(&results).unwrap(), stderr)
+    }
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("benches")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), CARGO_TOML).unwrap();
+    std::fs::write(root.join("benches/work.rs"), BENCH).unwrap();
+    std::fs::write(root.join("harness.yaml"), HARNESS_YAML).unwrap();
+    std::fs::write(root.join(".gitignore"), "/target\nCargo.lock\n").unwrap();
+    let repo = Repository::init_opts(
+        &root,
+        git2::RepositoryInitOptions::new().initial_head("main"),
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    Fixture {
+        _dir: dir,
+        root,
+        cache,
+        repo,
+    }
+}
+
+fn status_of(r: &Results, id: &str) -> Status {
+    r.benches
+        .iter()
+        .find(|b| b.id == id)
+        .unwrap_or_else(|| {
+            panic!(
+                "no benchmark {id} in {:?}",
+                r.benches.iter().map(|b| &b.id).collect::<Vec<_>>()
+            )
+        })
+        .status
+}
+
+fn branches(repo: &Repository) -> Vec<String> {
+    repo.branches(None)
+        .unwrap()
+        .map(|b| b.unwrap().0.name().unwrap().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn compare_end_to_end_on_a_throwaway_repository() {
+    let f = fixture();
+    let base = f.commit(&lib_rs(20_000, 20_000, 20_000), "base");
+    let head = f.commit(
+        &lib_rs(40_000, 10_000, 20_000),
+        "slow 2x slower, fast 2x faster",
+    );
+    let broken = f.commit("pub fn spin(n: u64) -> u64 { n +* }\n", "does not compile");
+    let branches_before = branches(&f.repo);
+    let runs = f._dir.path().join("runs");
+
+    // Base vs head: 🔴 / 🟢 / ✅, exit 1 under fail-on red.
+    let (code, r, stderr) = f.compare(&base, &head, &runs.join("ab"), "red");
+    assert_eq!(status_of(&r, "work/slow/x"), Status::Regression, "{stderr}");
+    assert_eq!(status_of(&r, "work/fast/x"), Status::Improvement);
+    assert_eq!(status_of(&r, "work/same/x"), Status::NoChange);
+    let slow = r.benches.iter().find(|b| b.id == "work/slow/x").unwrap();
+    let c = slow.change.unwrap();
+    assert!(
+        c.estimate > 0.6 && c.estimate < 1.5,
+        "2x slower measured as {c:?}"
+    );
+    assert!(slow.confirmed, "a 🔴 needs confirmation rounds");
+    assert_eq!(r.outcome, Outcome::Fail);
+    assert_eq!(code, 1);
+    assert_eq!(r.base.sha, base);
+    assert_eq!(r.head.sha, head);
+    let md = std::fs::read_to_string(runs.join("ab/report.md")).unwrap();
+    assert!(md.contains("🔴") && md.contains("work/slow/x"), "{md}");
+
+    // The exit-code contract under each policy, from the saved run.
+    let saved = runs.join("ab/results.json");
+    let saved = saved.to_str().unwrap();
+    for (policy, want) in [("red", 1), ("warn", 1), ("never", 0)] {
+        let (code, out, _) = f.harness(&[
+            "report",
+            "--input",
+            saved,
+            "--format",
+            "md",
+            "--fail-on",
+            policy,
+        ]);
+        assert_eq!(code, want, "report --fail-on {policy}");
+        assert!(out.contains("work/slow/x"));
+    }
+    // Same run, compare's own exit status under fail-on never.
+    let (code, r2, _) = f.compare(&base, &head, &runs.join("ab-never"), "never");
+    assert_eq!(code, 0);
+    assert_eq!(status_of(&r2, "work/slow/x"), Status::Regression);
+
+    // A/A: no 🔴, exit 0.
+    let (code, aa, stderr) = f.compare(&base, &base, &runs.join("aa"), "red");
+    assert!(
+        aa.benches.iter().all(|b| b.status != Status::Regression),
+        "A/A flagged a regression: {:?}\n{stderr}",
+        aa.benches
+            .iter()
+            .map(|b| (&b.id, b.status, b.change))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(code, 0, "fail-on red passes an A/A run ({:?})", aa.outcome);
+
+    // A head that does not compile: ⛔ with the compiler's words, gate failed (1).
+    let (code, r, _) = f.compare(&base, &broken, &runs.join("broken-head"), "red");
+    assert_eq!(code, 1);
+    assert_eq!(r.outcome, Outcome::Fail);
+    assert_eq!(r.failures.len(), 1);
+    assert_eq!(r.failures[0].side, "head");
+    assert_eq!(r.failures[0].stage, "build");
+    assert!(
+        r.failures[0].log_tail.iter().any(|l| l.contains("error")),
+        "{:?}",
+        r.failures[0].log_tail
+    );
+    let md = std::fs::read_to_string(runs.join("broken-head/report.md")).unwrap();
+    assert!(md.contains("⛔"), "{md}");
+    // Even under fail-on never a broken base means the gate could not run (2).
+    let (code, r, _) = f.compare(&broken, &base, &runs.join("broken-base"), "never");
+    assert_eq!(r.outcome, Outcome::Error);
+    assert_eq!(code, 2);
+
+    // Nothing left behind in the user's repository.
+    assert!(
+        f.repo.worktrees().unwrap().is_empty(),
+        "a worktree was left registered"
+    );
+    assert_eq!(branches(&f.repo), branches_before);
+    assert_eq!(f.repo.head().unwrap().target().unwrap().to_string(), broken);
+    let statuses = f
+        .repo
+        .statuses(Some(git2::StatusOptions::new().include_untracked(true)))
+        .unwrap();
+    assert!(statuses.is_empty(), "the working tree changed");
+}
