@@ -107,16 +107,17 @@ impl Fixture {
             .to_string()
     }
 
-    fn harness(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-            .args(args)
-            .arg("--repo")
-            .arg(&self.root)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap();
+    /// Runs the harness; `repo_args` adds `--repo` and `--cache-dir` (compare, calibrate).
+    fn harness(&self, args: &[&str], repo_args: bool) -> (i32, String, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        cmd.args(args).env("NO_COLOR", "1");
+        if repo_args {
+            cmd.arg("--repo")
+                .arg(&self.root)
+                .arg("--cache-dir")
+                .arg(&self.cache);
+        }
+        let out = cmd.output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -125,20 +126,23 @@ impl Fixture {
     }
 
     fn compare(&self, base: &str, head: &str, out: &Path, fail_on: &str) -> (i32, Results, String) {
-        let (code, _stdout, stderr) = self.harness(&[
-            "compare",
-            "--base",
-            base,
-            "--head",
-            head,
-            "--format",
-            "md",
-            "--no-profile",
-            "--fail-on",
-            fail_on,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let (code, _stdout, stderr) = self.harness(
+            &[
+                "compare",
+                "--base",
+                base,
+                "--head",
+                head,
+                "--format",
+                "md",
+                "--no-profile",
+                "--fail-on",
+                fail_on,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            true,
+        );
         let results = std::fs::read_to_string(out.join("results.json"))
             .unwrap_or_else(|e| panic!("no results.json (exit {code}): {e}\n{stderr}"));
         (code, serde_json::from_str(&results).unwrap(), stderr)
@@ -223,16 +227,19 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     let saved = runs.join("ab/results.json");
     let saved = saved.to_str().unwrap();
     for (policy, want) in [("red", 1), ("warn", 1), ("never", 0)] {
-        let (code, out, _) = f.harness(&[
-            "report",
-            "--input",
-            saved,
-            "--format",
-            "md",
-            "--fail-on",
-            policy,
-        ]);
-        assert_eq!(code, want, "report --fail-on {policy}");
+        let (code, out, err) = f.harness(
+            &[
+                "report",
+                "--input",
+                saved,
+                "--format",
+                "md",
+                "--fail-on",
+                policy,
+            ],
+            false,
+        );
+        assert_eq!(code, want, "report --fail-on {policy}: {err}");
         assert!(out.contains("work/slow/x"));
     }
     // Same run, compare's own exit status under fail-on never.
