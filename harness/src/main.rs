@@ -81,6 +81,11 @@ enum Cmd {
         /// Ignore calibration profiles: thresholds from the within-run spread.
         #[arg(long)]
         no_profile: bool,
+        /// Then post the report as the PR's sticky comment (see `harness post`; repository and
+        /// PR from the Actions environment). A failure to post is printed and does not change
+        /// the exit status, which stays the gate's.
+        #[arg(long)]
+        post: bool,
     },
     /// A/A runs of one revision → a per-benchmark noise profile for this host.
     Calibrate {
@@ -92,6 +97,18 @@ enum Cmd {
         trials: u32,
         #[command(flatten)]
         common: Common,
+    },
+    /// Post a saved results.json as the PR's sticky comment (update the report's comment, else
+    /// create it). Token from GITHUB_TOKEN, API from GITHUB_API_URL. Exit 0 posted, 2 not.
+    Post {
+        #[arg(long)]
+        input: PathBuf,
+        /// Pull request number (default: from the event at GITHUB_EVENT_PATH).
+        #[arg(long)]
+        pr: Option<u64>,
+        /// OWNER/NAME (default: GITHUB_REPOSITORY).
+        #[arg(long, value_name = "OWNER/NAME")]
+        repo: Option<String>,
     },
     /// Re-render a saved results.json.
     Report {
@@ -231,6 +248,40 @@ fn write_outputs(dir: &std::path::Path, results: &Results) -> anyhow::Result<()>
     Ok(())
 }
 
+/// In a GitHub Actions job: the markdown report appended to the step summary, and an annotation
+/// per 🔴/⛔/⚠️ row on stdout (where the runner reads workflow commands).
+fn github_actions_outputs(results: &Results) {
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let hint = harness::post::artifact_hint(&|k| std::env::var(k).ok());
+        let path = std::path::Path::new(&path);
+        if let Err(e) = harness::actions::append_step_summary(path, results, &hint) {
+            eprintln!("warning: {e:#}");
+        }
+    }
+    if harness::actions::in_actions() {
+        for line in harness::actions::annotations(results) {
+            println!("{line}");
+        }
+    }
+}
+
+/// Reads a saved `results.json`, checking its schema.
+fn read_results(input: &std::path::Path) -> anyhow::Result<Results> {
+    let text = std::fs::read_to_string(input)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let results: Results = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a harness results file", input.display()))?;
+    if results.schema != harness::results::SCHEMA {
+        anyhow::bail!(
+            "{}: schema {:?}, this harness reads {:?}",
+            input.display(),
+            results.schema,
+            harness::results::SCHEMA
+        );
+    }
+    Ok(results)
+}
+
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Cmd::Compare {
@@ -242,6 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             fail_on,
             profile,
             no_profile,
+            post,
         } => {
             let r = resolve_common(&common)?;
             let fail_on = fail_on.unwrap_or(r.config.fail_on);
@@ -265,6 +317,24 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             write_outputs(&out, &results)?;
             print!("{}", render(&results, format));
             eprintln!("results: {}", out.join("results.json").display());
+            github_actions_outputs(&results);
+            if post {
+                // The exit status is the gate's: a report that could not be posted is shown as
+                // an error (and a warning annotation in Actions) but decides nothing.
+                match harness::post::post_from_env(&results, None, None) {
+                    Ok((target, posted)) => eprintln!("{}: {posted}", target.describe()),
+                    Err(e) => {
+                        eprintln!("error: could not post the report: {e}");
+                        if harness::actions::in_actions() {
+                            let msg = format!("could not post the report: {e}");
+                            println!(
+                                "{}",
+                                harness::actions::workflow_command("warning", "harness post", &msg)
+                            );
+                        }
+                    }
+                }
+            }
             Ok(exit_code(results.outcome, fail_on))
         }
         Cmd::Calibrate {
@@ -299,20 +369,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             format,
             fail_on,
         } => {
-            let text = std::fs::read_to_string(&input)
-                .with_context(|| format!("cannot read {}", input.display()))?;
-            let results: Results = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a harness results file", input.display()))?;
-            if results.schema != harness::results::SCHEMA {
-                anyhow::bail!(
-                    "{}: schema {:?}, this harness reads {:?}",
-                    input.display(),
-                    results.schema,
-                    harness::results::SCHEMA
-                );
-            }
+            let results = read_results(&input)?;
             print!("{}", render(&results, format));
             Ok(exit_code(results.outcome, fail_on.unwrap_or(FailOn::Never)))
+        }
+        Cmd::Post { input, pr, repo } => {
+            let results = read_results(&input)?;
+            let (target, posted) = harness::post::post_from_env(&results, repo.as_deref(), pr)?;
+            println!("{}: {posted}", target.describe());
+            Ok(0)
         }
     }
 }

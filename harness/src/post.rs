@@ -1,0 +1,917 @@
+//! The post stage: the markdown report as one sticky PR comment on GitHub, through octocrab.
+//!
+//! Two steps, like the rest of the CLI: [`PostTarget`] + [`Token`] are resolved from flags and the
+//! Actions environment before any request (errors name the flag or variable to set), then
+//! [`Poster::upsert`] lists the PR's comments, updates the one that starts with
+//! [`report::MARKER`] or creates it. [`post`] is the blocking entry point: it builds a
+//! current-thread tokio runtime for the duration of the call, so the rest of the harness stays
+//! synchronous.
+//!
+//! Which comment: the *oldest* comment whose body starts with the marker (the marker is the
+//! report's hidden first line). Oldest, because it keeps the report where reviewers first saw it
+//! and lets the listing stop at the first match; "starts with", so a person's comment that
+//! merely quotes the marker is never edited.
+//!
+//! Failures: 5xx answers, 429 and 403 rate limits are retried with exponential backoff
+//! ([`RetryPolicy`]); 401/403/404 become errors that say which permission or setting is missing.
+//! A create (POST) that fails is not blindly re-sent: the next attempt lists the comments again,
+//! so a POST that GitHub applied before answering 5xx is updated rather than duplicated.
+//!
+//! The token lives only in [`Token`] and octocrab's client: its `Debug` is redacted, it never
+//! enters an error message, and text GitHub sends back is scrubbed of it before it is shown.
+
+use std::fmt;
+use std::time::Duration;
+
+use octocrab::Octocrab;
+use serde::Deserialize;
+
+use crate::report;
+use crate::results::Results;
+
+/// GitHub's public REST API, when `GITHUB_API_URL` is not set.
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+
+/// Comments per page when listing (GitHub's maximum).
+const PER_PAGE: u32 = 100;
+/// At most this many pages are read (10 000 comments): a bound, not an expected size.
+const MAX_PAGES: usize = 100;
+/// GitHub's answer is cut to this many characters in an error message (a proxy's HTML page can
+/// be long).
+const MAX_MESSAGE: usize = 300;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    #[error(
+        "no repository to post to: pass --repo OWNER/NAME or set GITHUB_REPOSITORY (set by GitHub Actions)"
+    )]
+    NoRepository,
+    #[error("repository {given:?} (from {from}) is not of the form OWNER/NAME")]
+    BadRepository { given: String, from: &'static str },
+    #[error(
+        "no pull request number: pass --pr N, or run in an Actions job whose event has one ({why})"
+    )]
+    NoPullRequest { why: String },
+    #[error("cannot read the Actions event {path} (GITHUB_EVENT_PATH): {message}")]
+    Event { path: String, message: String },
+    #[error(
+        "GITHUB_TOKEN is not set: export a token that may write PR comments (in Actions: `env: GITHUB_TOKEN: ${{{{ secrets.GITHUB_TOKEN }}}}`)"
+    )]
+    NoToken,
+    #[error(
+        "GITHUB_TOKEN is empty or holds characters an HTTP header cannot carry (a line break inside it?)"
+    )]
+    BadToken,
+    #[error("cannot set up the GitHub client for {api_base}: {message}")]
+    Client { api_base: String, message: String },
+    #[error(
+        "GITHUB_TOKEN was rejected (401) by {api_base} on {request}: {message}; the token is invalid or expired (in Actions pass `secrets.GITHUB_TOKEN`, for GitHub Enterprise check GITHUB_API_URL)"
+    )]
+    Unauthorized {
+        api_base: String,
+        request: String,
+        message: String,
+    },
+    #[error(
+        "GitHub refused {request} (403): {message}; the token may not write PR comments: give the workflow `permissions: pull-requests: write`, and note that pull requests from forks get a read-only token (post from a `workflow_run` job instead)"
+    )]
+    Forbidden { request: String, message: String },
+    #[error(
+        "GitHub answered 404 to {request}: {message}; repository {owner}/{repo} or PR #{pr} does not exist or the token cannot see it (check --repo / --pr, GITHUB_REPOSITORY, GITHUB_EVENT_PATH, GITHUB_API_URL)"
+    )]
+    NotFound {
+        request: String,
+        message: String,
+        owner: String,
+        repo: String,
+        pr: u64,
+    },
+    #[error("GitHub rate-limited {request} ({status}) on all {attempts} attempts: {message}")]
+    RateLimited {
+        request: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+    #[error("GitHub answered {status} to {request}: {message}")]
+    Status {
+        request: String,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+    #[error("{request} failed: {message}")]
+    Transport { request: String, message: String },
+    #[error("unexpected answer to {request}: {message}")]
+    Answer { request: String, message: String },
+    #[error("cannot start the async runtime for posting: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Where the comment goes: `{api_base}/repos/{owner}/{repo}/issues/{pr}/comments`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostTarget {
+    /// REST API root without a trailing slash: `https://api.github.com`, or a GitHub Enterprise
+    /// server's `https://HOST/api/v3`.
+    pub api_base: String,
+    pub owner: String,
+    pub repo: String,
+    /// The pull request (or issue) number.
+    pub pr: u64,
+}
+
+impl PostTarget {
+    /// Flags first, then the Actions environment: `GITHUB_REPOSITORY`, the PR number from the
+    /// event file at `GITHUB_EVENT_PATH` ([`pr_from_event`]), `GITHUB_API_URL`.
+    pub fn from_env(repo: Option<&str>, pr: Option<u64>) -> Result<PostTarget, PostError> {
+        PostTarget::resolve(repo, pr, &|k| std::env::var(k).ok())
+    }
+
+    /// [`PostTarget::from_env`] with the environment passed in, for tests.
+    pub fn resolve(
+        repo: Option<&str>,
+        pr: Option<u64>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<PostTarget, PostError> {
+        let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let (full, from) = match repo {
+            Some(r) => (r.to_string(), "--repo"),
+            None => (
+                var("GITHUB_REPOSITORY").ok_or(PostError::NoRepository)?,
+                "GITHUB_REPOSITORY",
+            ),
+        };
+        let (owner, name) = split_repo(&full).ok_or_else(|| PostError::BadRepository {
+            given: full.clone(),
+            from,
+        })?;
+        let pr = match pr {
+            Some(n) => n,
+            None => {
+                let path = var("GITHUB_EVENT_PATH").ok_or_else(|| PostError::NoPullRequest {
+                    why: "GITHUB_EVENT_PATH is not set".into(),
+                })?;
+                let text = std::fs::read_to_string(&path).map_err(|e| PostError::Event {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                pr_from_event(&text).map_err(|why| match why {
+                    EventPr::NotJson(message) => PostError::Event { path, message },
+                    EventPr::Missing => PostError::NoPullRequest {
+                        why: format!(
+                            "event {} ({}) has no pull_request.number, issue.number or \
+                             workflow_run.pull_requests[0].number; a workflow_run for a PR \
+                             from a fork lists no PR: hand the number over in an artifact",
+                            var("GITHUB_EVENT_NAME").unwrap_or_else(|| "?".into()),
+                            path
+                        ),
+                    },
+                })?
+            }
+        };
+        let api_base = var("GITHUB_API_URL")
+            .unwrap_or_else(|| DEFAULT_API_URL.into())
+            .trim_end_matches('/')
+            .to_string();
+        Ok(PostTarget {
+            api_base,
+            owner: owner.into(),
+            repo: name.into(),
+            pr,
+        })
+    }
+
+    /// `owner/repo#pr`.
+    pub fn describe(&self) -> String {
+        format!("{}/{}#{}", self.owner, self.repo, self.pr)
+    }
+}
+
+fn split_repo(full: &str) -> Option<(&str, &str)> {
+    let (owner, name) = full.trim().split_once('/')?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (ok(owner) && ok(name)).then_some((owner, name))
+}
+
+/// Why [`pr_from_event`] found no number.
+#[derive(Debug, PartialEq, Eq)]
+pub enum EventPr {
+    NotJson(String),
+    Missing,
+}
+
+/// The PR number in an Actions event payload (the JSON file at `GITHUB_EVENT_PATH`), by event:
+/// `pull_request`/`pull_request_target` → `pull_request.number` (or the top-level `number`);
+/// `issue_comment` → `issue.number`; `workflow_run` (the follow-up job that posts for fork PRs) →
+/// `workflow_run.pull_requests[0].number`, which GitHub leaves empty for PRs from forks.
+pub fn pr_from_event(json: &str) -> Result<u64, EventPr> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| EventPr::NotJson(e.to_string()))?;
+    [
+        "/pull_request/number",
+        "/number",
+        "/issue/number",
+        "/workflow_run/pull_requests/0/number",
+    ]
+    .iter()
+    .find_map(|p| v.pointer(p).and_then(serde_json::Value::as_u64))
+    .ok_or(EventPr::Missing)
+}
+
+/// The API token. Its `Debug` is redacted and nothing in this module formats it into text.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    /// The token from `GITHUB_TOKEN`.
+    pub fn from_env() -> Result<Token, PostError> {
+        Token::new(std::env::var("GITHUB_TOKEN").map_err(|_| PostError::NoToken)?)
+    }
+
+    /// Surrounding whitespace (a trailing newline from `$(cat file)`) is dropped; a token that is
+    /// then empty or holds bytes an HTTP header cannot carry is refused rather than sent.
+    pub fn new(token: String) -> Result<Token, PostError> {
+        let t = token.trim();
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(PostError::BadToken);
+        }
+        Ok(Token(t.to_string()))
+    }
+
+    /// `text` with every occurrence of the token replaced by `***`.
+    fn scrub(&self, text: &str) -> String {
+        text.replace(&self.0, "***")
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// Bounded retries with exponential backoff: attempt `k` (0-based) that fails transiently waits
+/// `base_delay × 2^k`, or GitHub's `retry-after` if longer, never more than `max_delay`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries per request, the first included.
+    pub attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 4 attempts, waiting 1 s, 2 s, 4 s (up to 60 s when GitHub asks for longer).
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let backoff = self
+            .base_delay
+            .saturating_mul(1u32.checked_shl(attempt).unwrap_or(u32::MAX));
+        backoff
+            .max(retry_after.unwrap_or_default())
+            .min(self.max_delay)
+    }
+}
+
+/// What [`Poster::upsert`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Posted {
+    Created { id: u64, url: String },
+    Updated { id: u64, url: String },
+}
+
+impl fmt::Display for Posted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Posted::Created { id, url } => write!(f, "created comment {id}: {url}"),
+            Posted::Updated { id, url } => write!(f, "updated comment {id}: {url}"),
+        }
+    }
+}
+
+/// The comment body: the markdown report, cut to GitHub's comment limit with a pointer to the
+/// full report (`artifact_hint`, see [`artifact_hint`]).
+pub fn comment_body(results: &Results, artifact_hint: &str) -> String {
+    report::markdown_truncated(results, report::GITHUB_COMMENT_LIMIT, artifact_hint)
+}
+
+/// Where a truncated report points: the run's page when the Actions variables name it
+/// (`GITHUB_SERVER_URL`/`GITHUB_REPOSITORY`/actions/runs/`GITHUB_RUN_ID`), else the artifact's
+/// name alone.
+pub fn artifact_hint(env: &dyn Fn(&str) -> Option<String>) -> String {
+    let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    match (
+        var("GITHUB_SERVER_URL"),
+        var("GITHUB_REPOSITORY"),
+        var("GITHUB_RUN_ID"),
+    ) {
+        (Some(server), Some(repo), Some(run)) => format!(
+            "the `results.json` artifact of [run {run}]({}/{repo}/actions/runs/{run})",
+            server.trim_end_matches('/')
+        ),
+        _ => "the `results.json` artifact".into(),
+    }
+}
+
+/// Resolve the target and token from flags and the environment, then create or update the
+/// sticky comment. Blocking: runs its own current-thread runtime.
+pub fn post_from_env(
+    results: &Results,
+    repo: Option<&str>,
+    pr: Option<u64>,
+) -> Result<(PostTarget, Posted), PostError> {
+    let target = PostTarget::from_env(repo, pr)?;
+    let token = Token::from_env()?;
+    let hint = artifact_hint(&|k| std::env::var(k).ok());
+    let posted = post(results, &target, &token, &hint)?;
+    Ok((target, posted))
+}
+
+/// Create or update the sticky comment for `results` on `target` (blocking).
+pub fn post(
+    results: &Results,
+    target: &PostTarget,
+    token: &Token,
+    artifact_hint: &str,
+) -> Result<Posted, PostError> {
+    let body = comment_body(results, artifact_hint);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(PostError::Runtime)?;
+    rt.block_on(async {
+        Poster::new(target.clone(), token.clone(), RetryPolicy::default())?
+            .upsert(&body)
+            .await
+    })
+}
+
+/// One GitHub comment as listed or returned by the API (only the fields used).
+#[derive(Deserialize)]
+struct Comment {
+    id: u64,
+    #[serde(default)]
+    html_url: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+}
+
+/// A request that did not succeed, as [`Poster::attempt`] saw it.
+struct Failed {
+    error: PostError,
+    /// Worth another attempt (5xx, rate limit, a dropped connection on an idempotent request).
+    transient: bool,
+    retry_after: Option<Duration>,
+}
+
+/// Posts to one PR with octocrab's client (auth header, base URI, rustls). Requests are
+/// relative paths, so octocrab sends them to `api_base` with the token; pagination links are
+/// absolute and octocrab sends the token only to `api_base`'s host.
+pub struct Poster {
+    client: Octocrab,
+    target: PostTarget,
+    token: Token,
+    retry: RetryPolicy,
+}
+
+impl fmt::Debug for Poster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Poster")
+            .field("target", &self.target)
+            .field("token", &self.token)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Poster {
+    /// Must be called inside a tokio runtime (octocrab spawns its request buffer there), and the
+    /// poster used on that runtime.
+    pub fn new(target: PostTarget, token: Token, retry: RetryPolicy) -> Result<Poster, PostError> {
+        let client_error = |message: String| PostError::Client {
+            api_base: target.api_base.clone(),
+            message,
+        };
+        let client = Octocrab::builder()
+            .base_uri(target.api_base.as_str())
+            .map_err(|e| client_error(first_line(&e.to_string())))?
+            .personal_token(token.0.clone())
+            .set_connect_timeout(Some(Duration::from_secs(15)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .build()
+            .map_err(|e| client_error(token.scrub(&error_chain(&e))))?;
+        Ok(Poster {
+            client,
+            target,
+            token,
+            retry,
+        })
+    }
+
+    fn comments_path(&self) -> String {
+        let t = &self.target;
+        format!("/repos/{}/{}/issues/{}/comments", t.owner, t.repo, t.pr)
+    }
+
+    /// Update the oldest comment that starts with [`report::MARKER`], else create one.
+    pub async fn upsert(&self, body: &str) -> Result<Posted, PostError> {
+        let payload = serde_json::json!({ "body": body });
+        let mut attempt = 0;
+        loop {
+            if let Some(id) = self.find_marked().await? {
+                let path = format!(
+                    "/repos/{}/{}/issues/comments/{id}",
+                    self.target.owner, self.target.repo
+                );
+                let (c, _) = self.request(Method::Patch, &path, Some(&payload)).await?;
+                let c = self.comment(Method::Patch, &path, &c)?;
+                return Ok(Posted::Updated {
+                    id: c.id,
+                    url: c.html_url.unwrap_or_default(),
+                });
+            }
+            let path = self.comments_path();
+            match self.attempt(Method::Post, &path, Some(&payload)).await {
+                Ok((c, _)) => {
+                    let c = self.comment(Method::Post, &path, &c)?;
+                    return Ok(Posted::Created {
+                        id: c.id,
+                        url: c.html_url.unwrap_or_default(),
+                    });
+                }
+                // A failed create may have been applied: list again before the next try.
+                Err(f) if f.transient && attempt + 1 < self.retry.attempts => {
+                    tokio::time::sleep(self.retry.delay(attempt, f.retry_after)).await;
+                    attempt += 1;
+                }
+                Err(f) => return Err(self.exhausted(f, attempt + 1)),
+            }
+        }
+    }
+
+    /// The id of the oldest comment whose body starts with the marker, reading pages in order
+    /// and stopping at the first match.
+    async fn find_marked(&self) -> Result<Option<u64>, PostError> {
+        let mut next = Some(format!("{}?per_page={PER_PAGE}", self.comments_path()));
+        let mut pages = 0;
+        while let Some(uri) = next.take() {
+            pages += 1;
+            let (text, link) = self.request(Method::Get, &uri, None).await?;
+            let comments: Vec<Comment> =
+                serde_json::from_str(&text).map_err(|e| PostError::Answer {
+                    request: format!("GET {}", self.comments_path()),
+                    message: format!("not a list of comments: {e}"),
+                })?;
+            if let Some(c) = comments.iter().find(|c| {
+                c.body
+                    .as_deref()
+                    .is_some_and(|b| b.trim_start().starts_with(report::MARKER))
+            }) {
+                return Ok(Some(c.id));
+            }
+            if pages < MAX_PAGES {
+                next = link.as_deref().and_then(next_link);
+            }
+        }
+        Ok(None)
+    }
+
+    fn comment(&self, method: Method, path: &str, text: &str) -> Result<Comment, PostError> {
+        serde_json::from_str(text).map_err(|e| PostError::Answer {
+            request: format!("{} {path}", method.name()),
+            message: format!("not a comment: {e}"),
+        })
+    }
+
+    /// One request with retries; returns the body and the `link` header.
+    async fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(String, Option<String>), PostError> {
+        let mut attempt = 0;
+        loop {
+            match self.attempt(method, uri, body).await {
+                Ok(ok) => return Ok(ok),
+                Err(f) if f.transient && attempt + 1 < self.retry.attempts => {
+                    tokio::time::sleep(self.retry.delay(attempt, f.retry_after)).await;
+                    attempt += 1;
+                }
+                Err(f) => return Err(self.exhausted(f, attempt + 1)),
+            }
+        }
+    }
+
+    /// A transient failure's error, saying how many attempts were made.
+    fn exhausted(&self, f: Failed, attempts: u32) -> PostError {
+        match f.error {
+            PostError::RateLimited {
+                request,
+                status,
+                message,
+                ..
+            } => PostError::RateLimited {
+                request,
+                status,
+                attempts,
+                message,
+            },
+            PostError::Status {
+                request,
+                status,
+                message,
+                ..
+            } if attempts > 1 => PostError::Status {
+                request,
+                status,
+                attempts,
+                message: format!("{message} (after {attempts} attempts)"),
+            },
+            e => e,
+        }
+    }
+
+    /// One request, no retry: a 2xx body and `link` header, or the failure classified.
+    async fn attempt(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(String, Option<String>), Failed> {
+        // Errors show the path without the host or the query string.
+        let shown = uri
+            .split_once("://")
+            .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+            .unwrap_or(uri);
+        let request = format!(
+            "{} {}",
+            method.name(),
+            shown.split('?').next().unwrap_or(shown)
+        );
+        let sent = match method {
+            Method::Get => self.client._get(uri).await,
+            Method::Post => self.client._post(uri, body).await,
+            Method::Patch => self.client._patch(uri, body).await,
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(Failed {
+                    error: PostError::Transport {
+                        request,
+                        message: self.token.scrub(&error_chain(&e)),
+                    },
+                    // A POST that timed out may have been applied; `upsert` lists again first.
+                    transient: true,
+                    retry_after: None,
+                });
+            }
+        };
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let link = header("link");
+        let retry_after = header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let out_of_quota = header("x-ratelimit-remaining").is_some_and(|v| v.trim() == "0");
+        let text = self
+            .client
+            .body_to_string(response)
+            .await
+            .map_err(|e| Failed {
+                error: PostError::Transport {
+                    request: request.clone(),
+                    message: self.token.scrub(&error_chain(&e)),
+                },
+                transient: true,
+                retry_after: None,
+            })?;
+        if (200..300).contains(&status) {
+            return Ok((text, link));
+        }
+        let message = self.token.scrub(&github_message(&text));
+        let rate_limited = status == 429
+            || (status == 403
+                && (retry_after.is_some()
+                    || out_of_quota
+                    || message.to_ascii_lowercase().contains("rate limit")));
+        let (error, transient) = if rate_limited {
+            (
+                PostError::RateLimited {
+                    request,
+                    status,
+                    attempts: 1,
+                    message,
+                },
+                true,
+            )
+        } else {
+            let t = &self.target;
+            let error = match status {
+                401 => PostError::Unauthorized {
+                    api_base: t.api_base.clone(),
+                    request,
+                    message,
+                },
+                403 => PostError::Forbidden { request, message },
+                404 => PostError::NotFound {
+                    request,
+                    message,
+                    owner: t.owner.clone(),
+                    repo: t.repo.clone(),
+                    pr: t.pr,
+                },
+                _ => PostError::Status {
+                    request,
+                    status,
+                    attempts: 1,
+                    message,
+                },
+            };
+            (error, status >= 500)
+        };
+        Err(Failed {
+            error,
+            transient,
+            retry_after,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Method {
+    Get,
+    Post,
+    Patch,
+}
+
+impl Method {
+    fn name(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+/// The `rel="next"` target of an RFC 8288 `link` header:
+/// `<https://api.github.com/…?page=2>; rel="next", <…>; rel="last"`.
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim();
+            p == "rel=\"next\"" || p == "rel=next"
+        });
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        is_next.then(|| target.to_string())
+    })
+}
+
+/// GitHub's `message` (and the first `errors[].message`) from an error body; other bodies are
+/// shown as text, on one line and cut short.
+fn github_message(body: &str) -> String {
+    let text = match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(v) => {
+            let msg = v.get("message").and_then(|m| m.as_str()).unwrap_or("");
+            let detail = v
+                .pointer("/errors/0/message")
+                .and_then(|m| m.as_str())
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            format!("{msg}{detail}")
+        }
+        Err(_) => body.split_whitespace().collect::<Vec<_>>().join(" "),
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return "no message".into();
+    }
+    if text.chars().count() > MAX_MESSAGE {
+        let cut: String = text.chars().take(MAX_MESSAGE).collect();
+        return format!("{cut}…");
+    }
+    text.to_string()
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// An error and its sources on one line (octocrab's own `Display` adds a backtrace).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![first_line(&e.to_string())];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let line = first_line(&s.to_string());
+        if !parts.iter().any(|p| p.contains(&line)) {
+            parts.push(line);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn pr_numbers_from_each_event_kind() {
+        let pull_request = r#"{"action":"synchronize","number":17,"pull_request":{"number":17}}"#;
+        assert_eq!(pr_from_event(pull_request), Ok(17));
+        assert_eq!(pr_from_event(r#"{"number":9}"#), Ok(9));
+        let issue_comment = r#"{"action":"created","issue":{"number":23,"pull_request":{}}}"#;
+        assert_eq!(pr_from_event(issue_comment), Ok(23));
+        let workflow_run =
+            r#"{"workflow_run":{"id":1,"pull_requests":[{"number":41},{"number":42}]}}"#;
+        assert_eq!(pr_from_event(workflow_run), Ok(41));
+        // A workflow_run for a fork's PR lists none.
+        let fork_run = r#"{"workflow_run":{"id":1,"pull_requests":[]}}"#;
+        assert_eq!(pr_from_event(fork_run), Err(EventPr::Missing));
+        assert_eq!(
+            pr_from_event(r#"{"ref":"refs/heads/main"}"#),
+            Err(EventPr::Missing)
+        );
+        assert!(matches!(pr_from_event("{"), Err(EventPr::NotJson(_))));
+    }
+
+    #[test]
+    fn target_from_flags_then_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("event.json");
+        std::fs::write(&event, r#"{"pull_request":{"number":5}}"#).unwrap();
+        let event = event.to_str().unwrap();
+        let e = env(&[
+            ("GITHUB_REPOSITORY", "acme/engine"),
+            ("GITHUB_EVENT_PATH", event),
+            ("GITHUB_API_URL", "https://ghe.example.com/api/v3/"),
+        ]);
+        let t = PostTarget::resolve(None, None, &e).unwrap();
+        assert_eq!(
+            t,
+            PostTarget {
+                api_base: "https://ghe.example.com/api/v3".into(),
+                owner: "acme".into(),
+                repo: "engine".into(),
+                pr: 5
+            }
+        );
+        // Flags win over the environment.
+        let t = PostTarget::resolve(Some("me/fork"), Some(8), &e).unwrap();
+        assert_eq!((t.owner.as_str(), t.repo.as_str(), t.pr), ("me", "fork", 8));
+        // No GITHUB_API_URL: the public API.
+        let t = PostTarget::resolve(Some("a/b"), Some(1), &env(&[])).unwrap();
+        assert_eq!(t.api_base, DEFAULT_API_URL);
+    }
+
+    #[test]
+    fn target_errors_name_the_flag_and_variable() {
+        let err = |r: Result<PostTarget, PostError>| r.unwrap_err().to_string();
+        let none = env(&[]);
+        let e = err(PostTarget::resolve(None, Some(1), &none));
+        assert!(
+            e.contains("--repo") && e.contains("GITHUB_REPOSITORY"),
+            "{e}"
+        );
+        let e = err(PostTarget::resolve(Some("justname"), Some(1), &none));
+        assert!(e.contains("\"justname\"") && e.contains("--repo"), "{e}");
+        let e = err(PostTarget::resolve(
+            None,
+            Some(1),
+            &env(&[("GITHUB_REPOSITORY", "a/b/c")]),
+        ));
+        assert!(
+            e.contains("GITHUB_REPOSITORY") && e.contains("OWNER/NAME"),
+            "{e}"
+        );
+        let e = err(PostTarget::resolve(Some("a/b"), None, &none));
+        assert!(e.contains("--pr") && e.contains("GITHUB_EVENT_PATH"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("event.json");
+        std::fs::write(&event, r#"{"workflow_run":{"pull_requests":[]}}"#).unwrap();
+        let with_event = env(&[
+            ("GITHUB_EVENT_PATH", event.to_str().unwrap()),
+            ("GITHUB_EVENT_NAME", "workflow_run"),
+        ]);
+        let e = err(PostTarget::resolve(Some("a/b"), None, &with_event));
+        assert!(
+            e.contains("--pr") && e.contains("workflow_run") && e.contains("fork"),
+            "{e}"
+        );
+        let missing = env(&[("GITHUB_EVENT_PATH", "/nonexistent/event.json")]);
+        let e = err(PostTarget::resolve(Some("a/b"), None, &missing));
+        assert!(e.contains("/nonexistent/event.json"), "{e}");
+    }
+
+    #[test]
+    fn token_is_trimmed_checked_and_never_shown() {
+        let t = Token::new("ghp_secretvalue123\n".into()).unwrap();
+        assert_eq!(t.0, "ghp_secretvalue123");
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        assert_eq!(
+            t.scrub("bad credentials for ghp_secretvalue123"),
+            "bad credentials for ***"
+        );
+        assert!(matches!(Token::new("  ".into()), Err(PostError::BadToken)));
+        assert!(matches!(
+            Token::new("ab\ncd".into()),
+            Err(PostError::BadToken)
+        ));
+        let target = PostTarget::resolve(Some("a/b"), Some(1), &env(&[])).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let poster = rt
+            .block_on(async { Poster::new(target, t, RetryPolicy::default()) })
+            .unwrap();
+        let shown = format!("{poster:?}");
+        assert!(!shown.contains("secretvalue"), "{shown}");
+    }
+
+    #[test]
+    fn next_link_follows_rel_next_only() {
+        let h = r#"<https://api.github.com/repositories/1/issues/2/comments?per_page=100&page=3>; rel="next", <https://api.github.com/repositories/1/issues/2/comments?per_page=100&page=5>; rel="last""#;
+        assert_eq!(
+            next_link(h).as_deref(),
+            Some("https://api.github.com/repositories/1/issues/2/comments?per_page=100&page=3")
+        );
+        let last_page = r#"<https://x/c?page=1>; rel="prev", <https://x/c?page=1>; rel="first""#;
+        assert_eq!(next_link(last_page), None);
+        assert_eq!(next_link(""), None);
+    }
+
+    #[test]
+    fn backoff_doubles_honours_retry_after_and_is_capped() {
+        let p = RetryPolicy::default();
+        let s = Duration::from_secs;
+        assert_eq!(p.delay(0, None), s(1));
+        assert_eq!(p.delay(1, None), s(2));
+        assert_eq!(p.delay(2, None), s(4));
+        assert_eq!(p.delay(0, Some(s(10))), s(10));
+        assert_eq!(p.delay(1, Some(s(3600))), s(60));
+        assert_eq!(p.delay(40, None), s(60));
+    }
+
+    #[test]
+    fn github_messages_are_short_and_one_line() {
+        assert_eq!(
+            github_message(
+                r#"{"message":"Validation Failed","errors":[{"message":"body is too long"}]}"#
+            ),
+            "Validation Failed (body is too long)"
+        );
+        assert_eq!(
+            github_message("<html>\n<body>Bad gateway</body>\n</html>"),
+            "<html> <body>Bad gateway</body> </html>"
+        );
+        assert_eq!(github_message(""), "no message");
+        assert!(github_message(&"x".repeat(1000)).chars().count() <= MAX_MESSAGE + 1);
+    }
+
+    #[test]
+    fn hint_points_at_the_run_when_known() {
+        let e = env(&[
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "acme/engine"),
+            ("GITHUB_RUN_ID", "99"),
+        ]);
+        assert_eq!(
+            artifact_hint(&e),
+            "the `results.json` artifact of [run 99](https://github.com/acme/engine/actions/runs/99)"
+        );
+        assert_eq!(artifact_hint(&env(&[])), "the `results.json` artifact");
+    }
+}
