@@ -11,6 +11,7 @@ pub mod compare;
 pub mod config;
 pub mod criterion;
 pub mod git;
+pub mod hook;
 pub mod host;
 pub mod post;
 pub mod report;

@@ -120,6 +120,31 @@ enum Cmd {
         #[arg(long, value_enum)]
         fail_on: Option<FailOn>,
     },
+    /// The git pre-push hook: runs the quick suite on every pushed branch and blocks the push on
+    /// a regression (skip once with `git push --no-verify`).
+    Hook {
+        #[command(subcommand)]
+        action: HookAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum HookAction {
+    /// Write the pre-push hook (into core.hooksPath if set, else the repository's hooks/).
+    Install {
+        /// Replace a pre-push hook that harness did not install (it is kept as pre-push.bak).
+        #[arg(long)]
+        force: bool,
+        /// The repository (default: the current directory).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
+    /// Remove the pre-push hook if harness installed it; any other hook is left alone.
+    Uninstall {
+        /// The repository (default: the current directory).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
 }
 
 /// Progress on stderr: a bar on a TTY, one line per stage and round otherwise.
@@ -284,6 +309,7 @@ fn read_results(input: &std::path::Path) -> anyhow::Result<Results> {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
+        Cmd::Hook { action } => hook(action),
         Cmd::Compare {
             base,
             head,
@@ -380,6 +406,52 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
+}
+
+fn hook(action: HookAction) -> anyhow::Result<u8> {
+    use harness::hook::{self, Previous, Uninstalled};
+    match action {
+        HookAction::Install { force, repo } => {
+            let exe = std::env::current_exe().context("cannot find this harness binary")?;
+            let installed = hook::install(&repo, &exe, force)?;
+            let path = installed.path.display();
+            match installed.previous {
+                Previous::None => println!("installed the pre-push hook {path}"),
+                Previous::Ours => println!("updated the pre-push hook {path}"),
+                Previous::Foreign { backup } => println!(
+                    "installed the pre-push hook {path}; the hook it replaced is kept as {}",
+                    backup.display()
+                ),
+            }
+            println!(
+                "every `git push` now runs `{} compare --suite quick` and is blocked on a \
+                 regression; skip it once with `git push --no-verify`, remove it with `harness \
+                 hook uninstall`",
+                exe.display()
+            );
+        }
+        HookAction::Uninstall { repo } => match hook::uninstall(&repo)? {
+            Uninstalled::Removed { path, backup } => {
+                println!("removed the pre-push hook {}", path.display());
+                if let Some(b) = backup {
+                    println!(
+                        "the hook it once replaced is still at {} (restore it with: mv {} {})",
+                        b.display(),
+                        b.display(),
+                        path.display()
+                    );
+                }
+            }
+            Uninstalled::NotInstalled { path } => {
+                println!("no pre-push hook at {}: nothing to remove", path.display())
+            }
+            Uninstalled::Foreign { path } => println!(
+                "{} was not installed by harness: left it alone",
+                path.display()
+            ),
+        },
+    }
+    Ok(0)
 }
 
 fn main() -> ExitCode {
