@@ -52,6 +52,62 @@ pub struct CompareOptions {
     /// Per-repository cache dir (slots, target dirs, profiles, run scratch).
     pub cache_dir: PathBuf,
     pub profile: ProfileChoice,
+    /// `(i, n)`: measure only the i-th of n disjoint parts of the suite (1-based).
+    pub shard: Option<(u32, u32)>,
+}
+
+/// Parses `i/n` (1 ≤ i ≤ n).
+pub fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("--shard {s:?}: expected i/n with 1 <= i <= n, e.g. 2/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u32, u32) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if i == 0 || n == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// Restricts `plan` to shard `(i, n)`: the suite's benchmark ids (listed from both sides'
+/// executables, sorted) are dealt round-robin, so shards are disjoint, cover the suite, and
+/// differ in size by at most one benchmark. Targets with no id in this shard are dropped.
+pub fn shard_plan(
+    plan: &[TargetPlan],
+    ids_of: &dyn Fn(&TargetPlan) -> Vec<String>,
+    (i, n): (u32, u32),
+) -> Vec<TargetPlan> {
+    let mut all: Vec<(String, String)> = plan
+        .iter()
+        .flat_map(|tp| {
+            ids_of(tp)
+                .into_iter()
+                .map(|id| (id, tp.target.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    all.sort();
+    all.dedup();
+    let mine: Vec<&(String, String)> = all
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k as u32 % n == i - 1)
+        .map(|(_, x)| x)
+        .collect();
+    plan.iter()
+        .filter_map(|tp| {
+            let ids: Vec<&str> = mine
+                .iter()
+                .filter(|(_, t)| *t == tp.target)
+                .map(|(id, _)| id.as_str())
+                .collect();
+            (!ids.is_empty()).then(|| TargetPlan {
+                target: tp.target.clone(),
+                filter: Some(exact_filter(&ids)),
+            })
+        })
+        .collect()
 }
 
 /// The per-repository cache dir under `root`: `<root>/<repo name>-<hash of its path>`.
@@ -181,10 +237,12 @@ fn resolve_revisions(
                 Some(b) => b.clone(),
                 None => repo.default_branch()?,
             };
-            let head_sha = repo.resolve("HEAD")?.sha;
-            let mb = repo.merge_base(&head_sha, &branch)?;
+            // The merge-base of the head under test (not of HEAD: `--head` may name another
+            // branch, e.g. the one a pre-push hook is pushing).
+            let head_spec = opts.head.as_deref().unwrap_or("HEAD");
+            let mb = repo.merge_base(&head.sha, &branch)?;
             let mut r = repo.resolve(&mb)?;
-            r.spec = format!("merge-base(HEAD, {branch})");
+            r.spec = format!("merge-base({head_spec}, {branch})");
             r
         }
     };
@@ -444,6 +502,28 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
     if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
+        let plan = match opts.shard {
+            None => plan.clone(),
+            Some(shard) => {
+                let ids_of = |tp: &TargetPlan| -> Vec<String> {
+                    let mut ids = Vec::new();
+                    for exes in [&base_exes, &head_exes] {
+                        if let Some(exe) = exes.by_target.get(&tp.target) {
+                            ids.extend(list_ids(exe, tp.filter.as_deref()));
+                        }
+                    }
+                    ids
+                };
+                let p = shard_plan(&plan, &ids_of, shard);
+                progress.stage(&format!(
+                    "shard {}/{}: {} bench target(s)",
+                    shard.0,
+                    shard.1,
+                    p.len()
+                ));
+                p
+            }
+        };
         let work_dir = opts.cache_dir.join("runs").join("current");
         let _ = std::fs::remove_dir_all(&work_dir);
         let mut m = CriterionMeasurer {
@@ -479,14 +559,17 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         )
     });
     let mut reproduce = vec![format!(
-        "harness compare --base {} --head {} --suite {} --rounds {rounds}",
+        "harness compare --base {} --head {} --suite {} --rounds {rounds}{}",
         base.sha,
         if head.dirty {
             "<working tree>".to_string()
         } else {
             head.sha.clone()
         },
-        opts.suite
+        opts.suite,
+        opts.shard
+            .map(|(i, n)| format!(" --shard {i}/{n}"))
+            .unwrap_or_default()
     )];
     reproduce.push(format!(
         "cargo bench -p {} -- {}",
@@ -498,7 +581,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         tool_version: env!("CARGO_PKG_VERSION").into(),
         created_unix_s: now_unix(),
         suite: opts.suite.clone(),
-        shard: None,
+        shard: opts.shard,
         base,
         head,
         host,
@@ -597,6 +680,86 @@ pub fn calibrate(
     Ok((profile, path))
 }
 
+/// The benchmark ids a criterion executable would run under `filter` (`--list`); empty when it
+/// cannot list (the run stage then reports the failure).
+pub fn list_ids(exe: &Path, filter: Option<&str>) -> Vec<String> {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--bench", "--list"]);
+    if let Some(f) = filter {
+        cmd.arg(f);
+    }
+    let Ok(out) = cmd.stderr(std::process::Stdio::null()).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": benchmark"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `harness merge`: one report from the results of several shards of the same comparison.
+/// Base, head and suite must agree; benchmarks and failures are joined (an id measured by two
+/// shards is an error: the shards overlapped), rounds concatenated, the outcome re-decided.
+/// Statuses stay as each shard decided them (Holm ran within each shard).
+pub fn merge(parts: Vec<Results>) -> anyhow::Result<Results> {
+    let mut it = parts.into_iter();
+    let Some(mut out) = it.next() else {
+        bail!("nothing to merge: give at least one --input");
+    };
+    let mut seen: std::collections::BTreeSet<String> =
+        out.benches.iter().map(|b| b.id.clone()).collect();
+    let mut shards: Vec<(u32, u32)> = out.shard.into_iter().collect();
+    for r in it {
+        if r.base.sha != out.base.sha || r.head.sha != out.head.sha || r.suite != out.suite {
+            bail!(
+                "cannot merge results of different comparisons: {}..{} ({}) vs {}..{} ({})",
+                short(&out.base.sha),
+                short(&out.head.sha),
+                out.suite,
+                short(&r.base.sha),
+                short(&r.head.sha),
+                r.suite
+            );
+        }
+        if r.host.fingerprint != out.host.fingerprint {
+            out.host.cpu = format!(
+                "{} (and others: shards ran on different hosts)",
+                out.host.cpu
+            );
+        }
+        for b in r.benches {
+            if !seen.insert(b.id.clone()) {
+                bail!(
+                    "benchmark {} appears in two shards: the shards overlap",
+                    b.id
+                );
+            }
+            out.benches.push(b);
+        }
+        out.failures.extend(r.failures);
+        out.rounds.extend(r.rounds);
+        out.wall_s = out.wall_s.max(r.wall_s);
+        shards.extend(r.shard);
+        out.reproduce.extend(r.reproduce);
+    }
+    out.reproduce.dedup();
+    shards.sort();
+    shards.dedup();
+    if let Some(&(_, n)) = shards.first()
+        && (shards.len() as u32 != n || shards.iter().any(|&(_, m)| m != n))
+    {
+        let have: Vec<String> = shards.iter().map(|(i, n)| format!("{i}/{n}")).collect();
+        bail!(
+            "incomplete or mixed shards: got {}, expected 1..{n} of {n}",
+            have.join(", ")
+        );
+    }
+    out.shard = None;
+    out.outcome = Results::decide(&out.benches, &out.failures);
+    Ok(out)
+}
+
 pub fn short(sha: &str) -> &str {
     &sha[..sha.len().min(7)]
 }
@@ -611,5 +774,141 @@ pub fn describe(rev: &Revision) -> String {
         )
     } else {
         format!("{} {}", short(&rev.sha), rev.subject)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{Failure, Outcome, ThresholdSource};
+
+    #[test]
+    fn shard_specs_parse_or_name_the_flag() {
+        assert_eq!(parse_shard("2/4"), Ok((2, 4)));
+        for bad in ["0/4", "5/4", "1/0", "x/2", "3", ""] {
+            let e = parse_shard(bad).unwrap_err();
+            assert!(e.starts_with("--shard"), "{e}");
+        }
+    }
+
+    #[test]
+    fn shards_are_disjoint_cover_the_suite_and_balance() {
+        let plan = vec![
+            TargetPlan {
+                target: "kernels".into(),
+                filter: None,
+            },
+            TargetPlan {
+                target: "decode".into(),
+                filter: Some("^decode/".into()),
+            },
+        ];
+        let ids_of = |tp: &TargetPlan| -> Vec<String> {
+            match tp.target.as_str() {
+                "kernels" => (0..7).map(|i| format!("add/f32/{i}")).collect(),
+                _ => vec!["decode/tiny/32".into()],
+            }
+        };
+        let n = 3;
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        for i in 1..=n {
+            let p = shard_plan(&plan, &ids_of, (i, n));
+            let mut count = 0;
+            for tp in &p {
+                let re = regex_lite::Regex::new(tp.filter.as_ref().unwrap()).unwrap();
+                for id in ids_of(tp) {
+                    if re.is_match(&id) {
+                        seen.push(id);
+                        count += 1;
+                    }
+                }
+            }
+            sizes.push(count);
+        }
+        seen.sort();
+        let mut all: Vec<String> = plan.iter().flat_map(ids_of).collect();
+        all.sort();
+        assert_eq!(seen, all, "every id exactly once over the shards");
+        assert!(
+            sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1,
+            "{sizes:?}"
+        );
+    }
+
+    fn part(shard: (u32, u32), ids: &[&str], status: Status) -> Results {
+        Results {
+            schema: SCHEMA.into(),
+            tool_version: "0".into(),
+            created_unix_s: 0.0,
+            suite: "full".into(),
+            shard: Some(shard),
+            base: Revision {
+                spec: "main".into(),
+                sha: "a".repeat(40),
+                subject: "base".into(),
+                dirty: false,
+            },
+            head: Revision {
+                spec: "pr".into(),
+                sha: "b".repeat(40),
+                subject: "head".into(),
+                dirty: false,
+            },
+            host: HostInfo::default(),
+            method: method(&Policy::default(), 6, &CriterionSettings::default(), None),
+            rounds: Vec::new(),
+            benches: ids
+                .iter()
+                .map(|id| BenchResult {
+                    id: id.to_string(),
+                    status,
+                    base: None,
+                    head: None,
+                    change: None,
+                    threshold: 0.03,
+                    threshold_source: ThresholdSource::Floor,
+                    throughput: None,
+                    rounds: 6,
+                    confirmed: false,
+                    note: None,
+                })
+                .collect(),
+            failures: Vec::new(),
+            outcome: Outcome::Pass,
+            wall_s: shard.0 as f64,
+            reproduce: vec![format!("harness compare --shard {}/{}", shard.0, shard.1)],
+        }
+    }
+
+    #[test]
+    fn merge_joins_shards_and_redecides() {
+        let a = part((1, 2), &["x/1", "x/2"], Status::NoChange);
+        let mut b = part((2, 2), &["y/1"], Status::Regression);
+        b.outcome = Outcome::Fail;
+        let m = merge(vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(m.benches.len(), 3);
+        assert_eq!(m.outcome, Outcome::Fail);
+        assert_eq!(m.shard, None);
+        assert_eq!(m.wall_s, 2.0);
+        assert_eq!(m.reproduce.len(), 2);
+
+        let e = merge(vec![a.clone()]).unwrap_err().to_string();
+        assert!(e.contains("incomplete"), "{e}");
+        let e = merge(vec![a.clone(), a.clone()]).unwrap_err().to_string();
+        assert!(e.contains("appears in two shards"), "{e}");
+        let mut other = b.clone();
+        other.head.sha = "c".repeat(40);
+        let e = merge(vec![a.clone(), other]).unwrap_err().to_string();
+        assert!(e.contains("different comparisons"), "{e}");
+        let mut failing = b;
+        failing.benches.clear();
+        failing.failures.push(Failure {
+            side: "head".into(),
+            stage: "build".into(),
+            message: "boom".into(),
+            log_tail: Vec::new(),
+        });
+        assert_eq!(merge(vec![a, failing]).unwrap().outcome, Outcome::Fail);
     }
 }

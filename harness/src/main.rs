@@ -81,22 +81,15 @@ enum Cmd {
         /// Ignore calibration profiles: thresholds from the within-run spread.
         #[arg(long)]
         no_profile: bool,
+        /// Measure only part i of n of the suite (1-based), for matrix jobs; join the parts'
+        /// results.json with `harness merge`.
+        #[arg(long, value_parser = harness::compare::parse_shard, value_name = "I/N")]
+        shard: Option<(u32, u32)>,
         /// Then post the report as the PR's sticky comment (see `harness post`; repository and
         /// PR from the Actions environment). A failure to post is printed and does not change
         /// the exit status, which stays the gate's.
         #[arg(long)]
         post: bool,
-    },
-    /// A/A runs of one revision → a per-benchmark noise profile for this host.
-    Calibrate {
-        /// Revision to calibrate on (default: HEAD).
-        #[arg(long)]
-        rev: Option<String>,
-        /// A/A trials.
-        #[arg(long, default_value_t = 5)]
-        trials: u32,
-        #[command(flatten)]
-        common: Common,
     },
     /// Post a saved results.json as the PR's sticky comment (update the report's comment, else
     /// create it). Token from GITHUB_TOKEN, API from GITHUB_API_URL. Exit 0 posted, 2 not.
@@ -109,6 +102,31 @@ enum Cmd {
         /// OWNER/NAME (default: GITHUB_REPOSITORY).
         #[arg(long, value_name = "OWNER/NAME")]
         repo: Option<String>,
+    },
+    /// Join the results.json of several shards into one report.
+    Merge {
+        /// A shard's results.json (repeat for each shard).
+        #[arg(long, required = true)]
+        input: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value = "md")]
+        format: Format,
+        /// Write the merged results.json, report.md and benchmark-action.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Exit status under this policy (default: report only, 0).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
+    },
+    /// A/A runs of one revision → a per-benchmark noise profile for this host.
+    Calibrate {
+        /// Revision to calibrate on (default: HEAD).
+        #[arg(long)]
+        rev: Option<String>,
+        /// A/A trials.
+        #[arg(long, default_value_t = 5)]
+        trials: u32,
+        #[command(flatten)]
+        common: Common,
     },
     /// Re-render a saved results.json.
     Report {
@@ -319,6 +337,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             fail_on,
             profile,
             no_profile,
+            shard,
             post,
         } => {
             let r = resolve_common(&common)?;
@@ -336,6 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     (None, true) => ProfileChoice::Off,
                     (None, false) => ProfileChoice::Auto,
                 },
+                shard,
             };
             let ui = Ui::new();
             let results = harness::compare::compare(&opts, &ui)?;
@@ -378,6 +398,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 rounds: common.rounds,
                 cache_dir: r.cache_dir,
                 profile: ProfileChoice::Off,
+                shard: None,
             };
             let ui = Ui::new();
             let (profile, path) = harness::compare::calibrate(&opts, rev.as_deref(), trials, &ui)?;
@@ -404,6 +425,23 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let (target, posted) = harness::post::post_from_env(&results, repo.as_deref(), pr)?;
             println!("{}: {posted}", target.describe());
             Ok(0)
+        }
+        Cmd::Merge {
+            input,
+            format,
+            out,
+            fail_on,
+        } => {
+            let parts = input
+                .iter()
+                .map(|p| read_results(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let merged = harness::compare::merge(parts)?;
+            if let Some(out) = out {
+                write_outputs(&out, &merged)?;
+            }
+            print!("{}", render(&merged, format));
+            Ok(exit_code(merged.outcome, fail_on.unwrap_or(FailOn::Never)))
         }
     }
 }
