@@ -1052,7 +1052,7 @@ mod tests {
     /// run with `cargo test -p harness --lib simulation_table -- --ignored --nocapture`, and set
     /// `SIM_POLICY='{"noise_k": 3}'` (JSON, any `Policy` fields) to try other settings.
     #[test]
-    #[ignore]
+    #[ignore = "a generator, not a check: prints the STATS.md simulation tables (slow)"]
     fn simulation_table() {
         let policy: Policy = match std::env::var("SIM_POLICY") {
             Ok(json) => serde_json::from_str(&json).expect("SIM_POLICY is a JSON Policy"),

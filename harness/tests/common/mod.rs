@@ -1,0 +1,56 @@
+//! The throwaway criterion crate both end-to-end tests (`compare_e2e`, `hook`) commit into
+//! their fixture repositories: three benches `work/{slow,fast,same}/x` whose cost is set by
+//! constants in `src/lib.rs`.
+#![allow(dead_code)]
+
+pub const CARGO_TOML: &str = r#"[package]
+name = "fixture"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[workspace]
+
+[dev-dependencies]
+criterion = { version = "0.8", default-features = false, features = ["cargo_bench_support"] }
+
+[[bench]]
+name = "work"
+harness = false
+
+[profile.release]
+debug = false
+"#;
+
+pub const BENCH: &str = r#"use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use std::hint::black_box;
+
+fn work(c: &mut Criterion) {
+    let mut g = c.benchmark_group("work");
+    for (name, n) in [("slow", fixture::SLOW), ("fast", fixture::FAST), ("same", fixture::SAME)] {
+        g.bench_function(BenchmarkId::new(name, "x"), |b| b.iter(|| fixture::spin(black_box(n))));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, work);
+criterion_main!(benches);
+"#;
+
+pub fn lib_rs(slow: u64, fast: u64, same: u64) -> String {
+    format!(
+        r#"pub const SLOW: u64 = {slow};
+pub const FAST: u64 = {fast};
+pub const SAME: u64 = {same};
+
+/// `n` dependent multiply-adds: time proportional to n, not optimised away.
+pub fn spin(n: u64) -> u64 {{
+    let mut x = 1u64;
+    for i in 0..n {{
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+    }}
+    x
+}}
+"#
+    )
+}
