@@ -1,14 +1,22 @@
 //! End to end on a throwaway repository: a tiny crate with three criterion benches and commits
 //! where one bench gets 2× slower, one 2× faster, one stays the same, plus a commit that does not
 //! compile. Runs the real `harness` binary (real worktree slots, real cargo builds, real
-//! criterion runs) and checks statuses, exit codes under each `--fail-on` policy, and that the
-//! repository is left exactly as it was (no worktree, no branch, clean status).
+//! criterion runs) and checks statuses, exit codes under each `--fail-on` policy, calibration,
+//! and that the repository is left exactly as it was (no worktree, no branch, clean status).
+//! Then the pre-push hook on the same repository, with the real `git push` to a local bare
+//! remote: the installed hook runs the real `harness compare --suite quick`; it blocks the push
+//! of a 2× regression (the remote keeps its commit) and lets an unchanged commit through;
+//! `--no-verify` skips it; a hook that is not ours is neither overwritten without `--force` nor
+//! removed by uninstall.
 //!
-//! One test function on purpose: the builds dominate (criterion is compiled once per slot), and
-//! every later comparison reuses the warm slot target dirs.
+//! One test function, one repository, on purpose: the builds dominate (criterion is compiled
+//! once per worktree slot, and the slots' target dirs belong to the repository), so every later
+//! comparison, the hook's included, reuses the warm slot target dirs. Two repositories cost two
+//! more cold criterion builds of CI's 30-minute budget.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use git2::{Repository, Signature};
 use harness::results::{Outcome, Results, Status};
@@ -27,16 +35,27 @@ criterion:
 policy:
   rounds: 6
   confirmation_rounds: 6
+  # The test calibrates with 3 trials (5 by default) to keep CI short.
+  profile_min_trials: 3
 suites:
+  # What the pre-push hook runs: two of the three benches, fewer rounds.
+  quick:
+    rounds: 4
+    benches:
+      work: ['^work/(slow|same)/']
   full:
     benches:
       work: []
 "#;
 
+const FOREIGN_HOOK: &str = "#!/bin/sh\n# someone else's hook\nexit 0\n";
+
 struct Fixture {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     root: PathBuf,
+    /// The cache root (`--cache-dir`, and `HARNESS_CACHE_DIR` for the hook).
     cache: PathBuf,
+    remote: PathBuf,
     repo: Repository,
 }
 
@@ -73,6 +92,65 @@ impl Fixture {
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `git` in the fixture repository, isolated from the user's and the system's git config (a
+    /// global core.hooksPath would move the hooks).
+    fn git_cmd<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .env("NO_COLOR", "1")
+            .env("HARNESS_CACHE_DIR", &self.cache);
+        cmd
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = self.git_cmd(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    }
+
+    fn push(&self, extra: &[&str]) -> Output {
+        self.git_cmd(["push", "origin", "main"].iter().chain(extra))
+            .output()
+            .unwrap()
+    }
+
+    fn remote_main(&self) -> String {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&self.remote)
+            .args(["rev-parse", "refs/heads/main"])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_string()
+    }
+
+    /// `harness hook ...` with a HOME of its own, so libgit2 reads no global core.hooksPath.
+    fn hook(&self, args: &[&str]) -> (i32, String, String) {
+        let home = self.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("hook")
+            .args(args)
+            .current_dir(&self.root)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &home)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            text(&out.stdout),
+            text(&out.stderr),
         )
     }
 
@@ -122,18 +200,41 @@ fn fixture() -> Fixture {
     std::fs::write(root.join("benches/work.rs"), BENCH).unwrap();
     std::fs::write(root.join("harness.yaml"), HARNESS_YAML).unwrap();
     std::fs::write(root.join(".gitignore"), "/target\nCargo.lock\n").unwrap();
+    std::fs::write(root.join("README.md"), "fixture\n").unwrap();
     let repo = Repository::init_opts(
         &root,
         git2::RepositoryInitOptions::new().initial_head("main"),
     )
     .unwrap();
+    // Pinned by the repository's own config: `harness hook` (libgit2) also reads the machine's
+    // system config, and a core.hooksPath there must not send the test's hooks out of its
+    // temporary directory. (The unset case is covered by the unit tests of `hook`.)
+    let hooks = root.join(".git/hooks");
+    repo.config()
+        .unwrap()
+        .set_str("core.hooksPath", hooks.to_str().unwrap())
+        .unwrap();
     let cache = dir.path().join("cache");
+    let remote = dir.path().join("remote.git");
+    Repository::init_bare(&remote).unwrap();
+    repo.remote("origin", remote.to_str().unwrap()).unwrap();
     Fixture {
-        _dir: dir,
+        dir,
         root,
         cache,
+        remote,
         repo,
     }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[cfg(unix)]
+fn make_executable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 fn status_of(r: &Results, id: &str) -> Status {
@@ -173,7 +274,7 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     );
     let broken = f.commit("pub fn spin(n: u64) -> u64 { n +* }\n", "does not compile");
     let branches_before = branches(&f.repo);
-    let runs = f._dir.path().join("runs");
+    let runs = f.dir.path().join("runs");
 
     // Base vs head: 🔴 / 🟢 / ✅, exit 1 under fail-on red.
     let (code, r, stderr) = f.compare(&base, &head, &runs.join("ab"), "red");
@@ -221,11 +322,6 @@ fn compare_end_to_end_on_a_throwaway_repository() {
         assert_eq!(code, want, "report --fail-on {policy}: {err}");
         assert!(out.contains("work/slow/x"));
     }
-    // Same run, compare's own exit status under fail-on never.
-    let (code, r2, _) = f.compare(&base, &head, &runs.join("ab-never"), "never");
-    assert_eq!(code, 0);
-    assert_eq!(status_of(&r2, "work/slow/x"), Status::Regression);
-
     // A/A: no 🔴, exit 0.
     let (code, aa, stderr) = f.compare(&base, &base, &runs.join("aa"), "red");
     assert!(
@@ -239,19 +335,51 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     assert_eq!(code, 0, "fail-on red passes an A/A run ({:?})", aa.outcome);
 
     // Calibration: A/A trials make a profile for this host; compare then says it used it and
-    // takes thresholds from it.
-    let (code, stdout, stderr) = f.harness(&["calibrate", "--rev", &base, "--trials", "3"], true);
+    // takes every threshold from it: max(floor, exp(noise_k · change_rms) − 1) per benchmark,
+    // checked against the profile file itself (a threshold from this run's own spread would
+    // differ). Also compare's own exit status under fail-on never: 0 despite the 🔴.
+    let (code, stdout, stderr) = f.harness(
+        &[
+            "calibrate",
+            "--rev",
+            &base,
+            "--trials",
+            "3",
+            "--rounds",
+            "4",
+        ],
+        true,
+    );
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("calibration profile for host"), "{stdout}");
-    let (_, r, stderr) = f.compare_with(&base, &head, &runs.join("profiled"), "never", None);
+    let profile_path = stdout.trim().rsplit(": ").next().unwrap().to_string();
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile_path).unwrap()).unwrap();
+    let (code, r, stderr) = f.compare_with(&base, &head, &runs.join("profiled"), "never", None);
+    assert_eq!(code, 0, "fail-on never exits 0 on a 🔴\n{stderr}");
     let used = r.method.profile.clone().unwrap_or_default();
     assert!(
         used.contains(&r.host.fingerprint),
         "profile not used: {used:?}\n{stderr}"
     );
-    assert!(r.benches.iter().any(|b| b.threshold_source
-        == harness::results::ThresholdSource::Profile
-        || b.threshold_source == harness::results::ThresholdSource::Floor));
+    for b in &r.benches {
+        let rms = profile["benches"][&b.id]["change_rms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{} not in the profile: {profile}", b.id));
+        let want = (2.5 * rms).exp_m1().max(0.03);
+        assert!(
+            (b.threshold - want).abs() < 1e-9
+                && matches!(
+                    b.threshold_source,
+                    harness::results::ThresholdSource::Profile
+                        | harness::results::ThresholdSource::Floor
+                ),
+            "{}: threshold {} ({:?}), the profile gives {want}",
+            b.id,
+            b.threshold,
+            b.threshold_source
+        );
+    }
     assert_eq!(status_of(&r, "work/slow/x"), Status::Regression);
     let md = std::fs::read_to_string(runs.join("profiled/report.md")).unwrap();
     assert!(
@@ -290,4 +418,85 @@ fn compare_end_to_end_on_a_throwaway_repository() {
         .statuses(Some(git2::StatusOptions::new().include_untracked(true)))
         .unwrap();
     assert!(statuses.is_empty(), "the working tree changed");
+
+    pre_push_hook(&f, &base);
+}
+
+/// The pre-push hook on the fixture repository (its slots are warm from the comparisons above).
+fn pre_push_hook(f: &Fixture, base: &str) {
+    f.git(&["reset", "-q", "--hard", base]);
+    let hooks = f.root.join(".git/hooks");
+    let hook = hooks.join("pre-push");
+    let last_run = harness::compare::repo_cache_dir(&f.cache, &f.root).join("last-run");
+
+    // Someone else's pre-push hook: install refuses (exit 2, naming the file and --force),
+    // uninstall leaves it alone, install --force keeps it as pre-push.bak.
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(&hook, FOREIGN_HOOK).unwrap();
+    make_executable(&hook);
+    let (code, _, err) = f.hook(&["install"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pre-push") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), FOREIGN_HOOK);
+    let (code, out, err) = f.hook(&["uninstall"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("left it alone"), "{out}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), FOREIGN_HOOK);
+    let (code, out, err) = f.hook(&["install", "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pre-push.bak"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(hooks.join("pre-push.bak")).unwrap(),
+        FOREIGN_HOOK
+    );
+    let script = std::fs::read_to_string(&hook).unwrap();
+    assert!(script.contains(harness::hook::MARKER), "{script}");
+    assert!(script.contains(env!("CARGO_BIN_EXE_harness")), "{script}");
+
+    // `--no-verify` skips the hook: the base reaches the remote and nothing was measured (the
+    // comparisons above all wrote to --out, so a last-run dir can only come from the hook).
+    let out = f.push(&["--no-verify"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(f.remote_main(), base);
+    assert!(!last_run.exists(), "the hook ran despite --no-verify");
+
+    // A 2× regression of work/slow: the hook's quick suite reds it and the push is refused.
+    std::fs::write(f.root.join("src/lib.rs"), lib_rs(40_000, 20_000, 20_000)).unwrap();
+    f.git(&["commit", "-q", "-am", "slow 2x slower"]);
+    let out = f.push(&[]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the push of a regression went through:\n{err}"
+    );
+    assert!(
+        err.contains("work/slow/x") && err.contains("1 regression"),
+        "{err}"
+    );
+    assert!(err.contains("git push --no-verify"), "{err}");
+    assert_eq!(f.remote_main(), base, "the remote moved");
+    assert!(last_run.exists(), "the hook did not use HARNESS_CACHE_DIR");
+
+    // An unchanged commit (README only) on top of the base: the push goes through.
+    f.git(&["reset", "-q", "--hard", base]);
+    std::fs::write(f.root.join("README.md"), "fixture, documented\n").unwrap();
+    f.git(&["commit", "-q", "-am", "docs only"]);
+    let docs = f.git(&["rev-parse", "HEAD"]);
+    let out = f.push(&[]);
+    assert!(
+        out.status.success(),
+        "an unchanged commit was blocked:\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(f.remote_main(), docs);
+
+    // Uninstall removes our hook and nothing else; a second one says there is none.
+    let (code, out, err) = f.hook(&["uninstall"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("removed"), "{out}");
+    assert!(!hook.exists());
+    assert!(hooks.join("pre-push.bak").exists());
+    let (code, out, _) = f.hook(&["uninstall"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing to remove"), "{out}");
 }

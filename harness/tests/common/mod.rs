@@ -1,6 +1,6 @@
-//! The throwaway criterion crate both end-to-end tests (`compare_e2e`, `hook`) commit into
-//! their fixture repositories: three benches `work/{slow,fast,same}/x` whose cost is set by
-//! constants in `src/lib.rs`.
+//! The throwaway criterion crate the end-to-end test (`compare_e2e`: compare, calibrate and the
+//! pre-push hook) commits into its fixture repository: three benches `work/{slow,fast,same}/x`
+//! whose cost is set by constants in `src/lib.rs`.
 #![allow(dead_code)]
 
 pub const CARGO_TOML: &str = r#"[package]
