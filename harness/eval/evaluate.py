@@ -1,0 +1,1047 @@
+#!/usr/bin/env python3
+"""How sensitive is the gate? The evaluation of issue 9, driving the real `harness` binary.
+
+Subcommands (each trial is one `harness compare` with its own directory holding results.json,
+trial.json and harness.log; a trial whose trial.json exists is skipped, so a campaign can be
+interrupted and resumed, also across sessions with the same --out-dir):
+
+  aa         N A/A comparisons (same revision both sides), optionally with a one-core busy loop
+  calibrate  the spin rate (ns per spin iteration) and the eval benches' base ns/iter
+  inject     REV against throwaway commits with calibrated slowdowns in chosen kernels
+  walltime   wall time of one comparison: full/quick suites, warm/cold build caches
+  summarize  gate vs naive (one base pass, one PR pass, criterion mean, 15 %/30 %) tables
+
+Python 3 standard library only. See harness/eval/README.md.
+"""
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve()
+REPO = SCRIPT.parents[2]
+RESULTS_ROOT = REPO / "harness" / "eval" / "results"
+
+# Serde names of harness::results::Status (snake_case).
+RED = "regression"
+WARN = "possible_regression"
+
+# The naive method of the reference project's bench bot.
+NAIVE_WARN = 0.15
+NAIVE_FAIL = 0.30
+
+# Eval suite: the benches that get slower, each with the kernel entry that receives the spin and
+# a condition on the call's arguments so that exactly this bench (and no other bench of the
+# suites) pays for it. `anchor` is the exact line of the function's signature at REV; the spin
+# block goes right after it.
+CPU_MOD = "engine/src/backend/cpu/mod.rs"
+SAMPLING = "engine/src/sampling.rs"
+BINARY_SIG = "    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {\n"
+MATMUL_SIG = "    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {\n"
+NEXT_TOKEN_SIG = (
+    "    pub fn next_token(&mut self, logits: &mut [f32], history: &History) -> Result<u32> {\n"
+)
+F32 = "matches!(a.dtype(), crate::dtype::DType::F32)"
+TARGETS = {
+    "add/f32/medium": {
+        "class": "st",
+        "file": CPU_MOD,
+        "anchor": BINARY_SIG,
+        "cond": f"matches!(op, BinaryOp::Add) && {F32} "
+        "&& a.shape() == &[512usize, 512][..] && b.shape() == &[512usize, 512][..]",
+    },
+    "matmul/f32_t1/1x256x256": {
+        "class": "st",
+        "file": CPU_MOD,
+        "anchor": MATMUL_SIG,
+        "cond": f"self.threads == 1 && {F32} "
+        "&& a.shape() == &[1usize, 256][..] && b.shape() == &[256usize, 256][..]",
+    },
+    "sampling_latency/top_p_per_token/49152": {
+        "class": "st",
+        "file": SAMPLING,
+        "anchor": NEXT_TOKEN_SIG,
+        # Private fields: Sampler and ProcessorChain live in the same module. No allocation.
+        "cond": "logits.len() == 49152 && !self.greedy && self.chain.processors.len() == 1 "
+        '&& self.chain.processors[0].name() == "top_p"',
+    },
+    "matmul/f32_t{N}/32x512x512": {
+        "class": "mt",
+        "file": CPU_MOD,
+        "anchor": MATMUL_SIG,
+        "cond": f"self.threads > 1 && {F32} "
+        "&& a.shape() == &[32usize, 512][..] && b.shape() == &[512usize, 512][..]",
+    },
+}
+# Untouched benches in the eval suite: three share a patched function (same kernel, another
+# shape or sampler), one is far from any patch. A 🔴/⚠️ on them is a false alarm.
+CONTROLS = [
+    "add/f32/small",
+    "matmul/f32_t1/32x512x512",
+    "matmul/f32_t{N}/1x256x256",
+    "sampling_latency/top_k_per_token/49152",
+    "reduce_mean/f32/medium",
+]
+# Bench target (engine/benches/<target>.rs) of each id's group.
+BENCH_TARGET = {
+    "add": "kernels",
+    "gather": "kernels",
+    "reduce_mean": "kernels",
+    "matmul": "matmul",
+    "sampling_latency": "sampling",
+    "logit_processing": "sampling",
+    "kv_cache": "kv_cache",
+    "tokenization": "tokenization",
+    "decode": "decode",
+}
+
+
+def cores():
+    """What std::thread::available_parallelism sees (affinity included), as the benches do."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def bench_id(template):
+    """`t{N}` ids follow the machine's core count, like engine/benches/common all_cores()."""
+    return template.replace("{N}", str(cores()))
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def utc_now():
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def git(*args, env=None, input_text=None):
+    out = subprocess.run(
+        ["git", "-C", str(REPO), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        input=input_text,
+    )
+    return out.stdout.strip()
+
+
+def host_info():
+    model, ncpu = "unknown", cores()
+    try:
+        for line in subprocess.run(
+            ["lscpu"], capture_output=True, text=True, check=True
+        ).stdout.splitlines():
+            k, _, v = line.partition(":")
+            if k.strip() == "Model name":
+                model = v.strip()
+            elif k.strip() == "CPU(s)":
+                ncpu = int(v.strip())
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        pass
+    return {"cpu": model, "cores": ncpu, "uname": " ".join(os.uname())}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts: naive estimate, counting, aggregation (unit-tested in test_evaluate.py)
+
+
+def criterion_mean(samples):
+    """Criterion's mean estimate of one run: the mean over samples of times_ns / iters (criterion
+    0.8 analysis: avg_times = elapsed / iters, estimates.mean = avg_times.mean(); outliers are
+    only labelled, never dropped). None without a valid sample."""
+    per = []
+    for it, t in zip(samples.get("iters", []), samples.get("times_ns", [])):
+        if not (it and it > 0 and t is not None and math.isfinite(t) and t > 0):
+            return None
+        per.append(t / it)
+    if not per or len(samples.get("iters", [])) != len(samples.get("times_ns", [])):
+        return None
+    return sum(per) / len(per)
+
+
+def round_sample(side, rnd=0):
+    if not side:
+        return None
+    for s in side.get("samples", []):
+        if s.get("round") == rnd:
+            return s
+    return None
+
+
+def naive_verdict(bench):
+    """The naive method on one bench of a results.json: base round 0 vs head round 0, criterion
+    mean, change = head/base - 1 (criterion's change.mean), 🔴 ≥ 30 %, ⚠️ ≥ 15 %. Returns
+    (status, change) with status one of RED, WARN, "no_change", None (not computable)."""
+    b = round_sample(bench.get("base"))
+    h = round_sample(bench.get("head"))
+    mb = criterion_mean(b) if b else None
+    mh = criterion_mean(h) if h else None
+    if mb is None or mh is None:
+        return None, None
+    change = mh / mb - 1.0
+    eps = 1e-9  # 115/100 - 1 is 0.1499… in binary floating point; the bot compares percentages
+    if change >= NAIVE_FAIL - eps:
+        return RED, change
+    if change >= NAIVE_WARN - eps:
+        return WARN, change
+    return "no_change", change
+
+
+def gate_counts(results, ids=None):
+    """🔴 and ⚠️ of the gate in one results.json (over `ids` when given)."""
+    red = warn = 0
+    for b in results.get("benches", []):
+        if ids is not None and b["id"] not in ids:
+            continue
+        red += b.get("status") == RED
+        warn += b.get("status") == WARN
+    return red, warn
+
+
+def naive_counts(results, ids=None):
+    red = warn = 0
+    for b in results.get("benches", []):
+        if ids is not None and b["id"] not in ids:
+            continue
+        s, _ = naive_verdict(b)
+        red += s == RED
+        warn += s == WARN
+    return red, warn
+
+
+def red_under_family(bench, family, alpha):
+    """A 🔴 that would survive Holm over `family` benchmarks too: Holm's first step is
+    p·m < alpha, and every later step multiplies by less, so p·m < alpha is sufficient
+    (Bonferroni bound). Used to report eval-suite detections conservatively for the full suite,
+    whose family is larger than the eval suite's."""
+    ch = bench.get("change") or {}
+    p = ch.get("p_value")
+    return bench.get("status") == RED and p is not None and p * family < alpha
+
+
+def pct(num, den):
+    return None if den == 0 else 100.0 * num / den
+
+
+def fmt_pct(x):
+    return "–" if x is None else f"{x:.0f} %"
+
+
+def aggregate_aa(trials):
+    """A/A trials of one scenario → per method: runs, 🔴 total, runs with a 🔴, ⚠️ total and the
+    most ⚠️ in one run."""
+    out = {}
+    for method in ("gate", "naive"):
+        counts = [
+            (gate_counts if method == "gate" else naive_counts)(t["results"]) for t in trials
+        ]
+        out[method] = {
+            "runs": len(counts),
+            "red": sum(r for r, _ in counts),
+            "runs_with_red": sum(1 for r, _ in counts if r),
+            "warn": sum(w for _, w in counts),
+            "max_warn_per_run": max((w for _, w in counts), default=0),
+            "runs_with_2_warn": sum(1 for _, w in counts if w >= 2),
+        }
+    noisy = [sum(b.get("status") == "too_noisy" for b in t["results"].get("benches", []))
+             for t in trials]
+    out["gate"]["too_noisy_per_run"] = sum(noisy) / len(noisy) if noisy else None
+    return out
+
+
+def aggregate_inject(trials, ids, controls, family_full=None):
+    """Inject trials of one size, over the target ids of one class → per method: observations
+    (trials × targets), detected (🔴), detected (🔴 or ⚠️), false alarms on controls, and the
+    measured change of the targets (median over observations)."""
+    out = {}
+    for method in ("gate", "naive"):
+        obs = red = redwarn = red_full = 0
+        ctrl_red = ctrl_warn = ctrl_obs = 0
+        changes = []
+        for t in trials:
+            res = t["results"]
+            alpha = res.get("method", {}).get("alpha", 0.05)
+            for b in res.get("benches", []):
+                if method == "gate":
+                    s = b.get("status")
+                    c = (b.get("change") or {}).get("estimate")
+                else:
+                    s, c = naive_verdict(b)
+                if b["id"] in ids:
+                    obs += 1
+                    red += s == RED
+                    redwarn += s in (RED, WARN)
+                    if method == "gate" and family_full:
+                        red_full += red_under_family(b, family_full, alpha)
+                    if c is not None:
+                        changes.append(c)
+                elif b["id"] in controls:
+                    ctrl_obs += 1
+                    ctrl_red += s == RED
+                    ctrl_warn += s == WARN
+        out[method] = {
+            "observations": obs,
+            "red": red,
+            "red_or_warn": redwarn,
+            "detection_red": pct(red, obs),
+            "detection_red_or_warn": pct(redwarn, obs),
+            "control_observations": ctrl_obs,
+            "control_red": ctrl_red,
+            "control_warn": ctrl_warn,
+            "median_change": statistics.median(changes) if changes else None,
+        }
+        if method == "gate" and family_full:
+            out[method]["red_full_family"] = red_full
+            out[method]["detection_red_full_family"] = pct(red_full, obs)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Injection: source edits and a throwaway commit
+
+
+def spin_block(cond, spins, indent="        "):
+    """The injected work: `spins` dependent integer multiply-adds, each through black_box so
+    the compiler can neither vectorise, unroll away nor hoist them. Same text in the calibration
+    program, so the rate measured there is the rate in the kernel."""
+    i = indent
+    return (
+        f"{i}// eval (harness/eval/evaluate.py): injected slowdown, {spins} spin iterations\n"
+        f"{i}if {cond} {{\n"
+        f"{i}    let mut x: u64 = std::hint::black_box(0x9E37_79B9_7F4A_7C15);\n"
+        f"{i}    for _ in 0..std::hint::black_box({spins}u64) {{\n"
+        f"{i}        x = std::hint::black_box(\n"
+        f"{i}            x.wrapping_mul(6_364_136_223_846_793_005)\n"
+        f"{i}                .wrapping_add(1_442_695_040_888_963_407),\n"
+        f"{i}        );\n"
+        f"{i}    }}\n"
+        f"{i}    std::hint::black_box(x);\n"
+        f"{i}}}\n"
+    )
+
+
+def inject_text(text, path, edits):
+    """Insert each (anchor, block) right after its anchor line in `text`; every anchor must occur
+    exactly once."""
+    for anchor, block in edits:
+        n = text.count(anchor)
+        if n != 1:
+            raise SystemExit(
+                f"error: injection anchor found {n} times in {path} (expected once): "
+                f"{anchor.strip()!r}; update TARGETS in {SCRIPT.name}"
+            )
+        text = text.replace(anchor, anchor + block, 1)
+    return text
+
+
+def spins_for(pct_size, base_ns, ns_per_spin):
+    return max(1, round(pct_size / 100.0 * base_ns / ns_per_spin))
+
+
+def make_injected_commit(rev_sha, plan, message):
+    """A commit whose parent is `rev_sha` and whose tree is rev's with the spin blocks of `plan`
+    ({target id: spins}) inserted. Only objects are written: no ref, index, HEAD or working-tree
+    file of the user's repository changes (a private index in a temp file). Fixed dates and
+    author make the commit's sha a function of its content, so a resumed campaign reuses it and
+    its warm build slot."""
+    by_file = {}
+    for tid, spins in plan.items():
+        t = TARGETS[tid]
+        by_file.setdefault(t["file"], []).append((t["anchor"], spin_block(t["cond"], spins)))
+    date = git("show", "-s", "--format=%cI", rev_sha)
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="eval-index-") as tmp:
+        env["GIT_INDEX_FILE"] = str(Path(tmp) / "index")
+        env.update(
+            GIT_AUTHOR_NAME="harness eval",
+            GIT_AUTHOR_EMAIL="eval@invalid",
+            GIT_COMMITTER_NAME="harness eval",
+            GIT_COMMITTER_EMAIL="eval@invalid",
+            GIT_AUTHOR_DATE=date,
+            GIT_COMMITTER_DATE=date,
+        )
+        git("read-tree", rev_sha, env=env)
+        for path, edits in sorted(by_file.items()):
+            mode = git("ls-tree", rev_sha, "--", path).split()[0]
+            text = git("show", f"{rev_sha}:{path}") + "\n"
+            new = inject_text(text, path, edits)
+            blob = git("hash-object", "-w", "--stdin", "--path", path, input_text=new)
+            git("update-index", "--cacheinfo", f"{mode},{blob},{path}", env=env)
+        tree = git("write-tree", env=env)
+        return git("commit-tree", tree, "-p", rev_sha, "-m", message, env=env)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config generation
+
+
+def eval_config_text(base_text, rev_note=""):
+    """The repository's harness.yaml with its `suites:` block kept and an `eval` suite added: the
+    eval targets plus the controls, exact ids. Everything else (criterion settings, policy) is
+    the repository's, so the eval measures the gate as configured."""
+    lines = base_text.splitlines()
+    try:
+        start = next(i for i, l in enumerate(lines) if re.match(r"^suites:\s*$", l))
+    except StopIteration:
+        raise SystemExit("error: no top-level `suites:` in the harness config") from None
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if lines[i] and not lines[i][0].isspace() and not lines[i].startswith("#")
+        ),
+        len(lines),
+    )
+    by_target = {}
+    for tid in [bench_id(t) for t in list(TARGETS) + CONTROLS]:
+        by_target.setdefault(BENCH_TARGET[tid.split("/")[0]], []).append(tid)
+    suite = [
+        "  # Generated by harness/eval/evaluate.py " + rev_note,
+        "  eval:",
+        "    description: issue-9 evaluation, injected targets and untouched controls",
+        "    benches:",
+    ]
+    for target, ids in sorted(by_target.items()):
+        regexes = ", ".join("'^" + re.escape(i).replace("\\/", "/") + "$'" for i in ids)
+        suite.append(f"      {target}: [{regexes}]")
+    return "\n".join(lines[:end] + suite + lines[end:]) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Running harness compare
+
+
+class Load:
+    """A busy loop pinned to one core for the duration of a trial; killed on exit, Ctrl-C and
+    SIGTERM (its own process group, so nothing else is signalled)."""
+
+    def __init__(self, kind, cpu=0):
+        self.kind, self.cpu, self.proc = kind, cpu, None
+
+    def __enter__(self):
+        if self.kind == "one-core":
+            code = "import os\ntry: os.sched_setaffinity(0, {%d})\nexcept OSError: pass\nwhile 1: pass" % self.cpu
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code], start_new_session=True
+            )
+        return self
+
+    def record(self):
+        if not self.proc:
+            return {"kind": "none"}
+        return {"kind": self.kind, "cpu": self.cpu, "pid": self.proc.pid}
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        return False
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def harness_path(args):
+    p = Path(args.harness)
+    if not p.is_absolute():
+        p = REPO / p
+    if not p.is_file():
+        raise SystemExit(
+            f"error: harness binary {p} not found; build it with `cargo build --release -p "
+            "harness` or pass --harness"
+        )
+    return p
+
+
+def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none",
+              cache_dir=None):
+    """One `harness compare` into `trial_dir` (skipped when trial.json is already there).
+    Returns the trial record, or None when skipped."""
+    if (trial_dir / "trial.json").is_file():
+        return None
+    tmp = trial_dir.with_name(trial_dir.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    cmd = [
+        str(harness_path(args)), "compare", "--repo", str(REPO), "--base", base, "--head", head,
+        "--suite", suite, "--format", "json", "--out", str(tmp), "--fail-on", "never",
+    ]
+    if config:
+        cmd += ["--config", str(config)]
+    if args.rounds:
+        cmd += ["--rounds", str(args.rounds)]
+    cache = cache_dir or args.cache_dir
+    if cache:
+        cmd += ["--cache-dir", str(cache)]
+    cmd += args.harness_arg or []
+    log(f"[{kind}] {trial_dir.relative_to(args.out_dir)}: {shlex.join(cmd)}")
+    started = utc_now()
+    t0 = time.time()
+    with Load(load) as ld, open(tmp / "harness.log", "w") as err, open(
+        tmp / "stdout.json", "w"
+    ) as out:
+        rc = subprocess.run(cmd, stdout=out, stderr=err, cwd=REPO).returncode
+        load_rec = ld.record()
+    wall = time.time() - t0
+    res_path = tmp / "results.json"
+    if rc != 0 or not res_path.is_file():
+        tail = (tmp / "harness.log").read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(
+            f"error: harness compare exited {rc} in {tmp} (log kept there):\n  "
+            + "\n  ".join(tail)
+        )
+    results = json.loads(res_path.read_text())
+    first_round = min((r["started_unix_s"] for r in results.get("rounds", [])), default=None)
+    record = {
+        "schema": "harness-eval-trial/1",
+        "kind": kind,
+        **meta,
+        "suite": suite,
+        "base": base,
+        "head": head,
+        "config": str(config) if config else None,
+        "rounds_arg": args.rounds,
+        "cache_dir": str(cache) if cache else "default",
+        "load": load_rec,
+        "command": cmd,
+        "evaluate_argv": sys.argv,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "wall_s": wall,
+        # Checkout + build before the first round, and the rounds themselves.
+        "setup_s": (first_round - t0) if first_round else None,
+        "harness_wall_s": results.get("wall_s"),
+        "host": host_info(),
+        "load_avg_rounds": [r.get("load_avg") for r in results.get("rounds", [])],
+    }
+    (tmp / "trial.json").write_text(json.dumps(record, indent=2) + "\n")
+    (tmp / "stdout.json").unlink(missing_ok=True)  # same content as results.json
+    if trial_dir.exists():
+        shutil.rmtree(trial_dir)
+    tmp.rename(trial_dir)
+    red, warn = gate_counts(results)
+    nred, nwarn = naive_counts(results)
+    log(f"  done in {wall:.0f} s: gate 🔴 {red} ⚠️ {warn} | naive 🔴 {nred} ⚠️ {nwarn}")
+    return record
+
+
+def resolve_rev(rev):
+    return git("rev-parse", "--verify", f"{rev}^{{commit}}")
+
+
+def write_eval_config(args, rev_sha):
+    base_cfg = Path(args.config) if args.config else REPO / "harness.yaml"
+    text = eval_config_text(base_cfg.read_text(), f"from {base_cfg.name}")
+    path = args.out_dir / "eval-harness.yaml"
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Subcommands
+
+
+def cmd_aa(args):
+    rev = resolve_rev(args.rev)
+    config = write_eval_config(args, rev)
+    d = args.out_dir / "aa" / f"{args.suite}-{args.load}"
+    for i in range(1, args.runs + 1):
+        run_trial(
+            args, d / f"run-{i:03d}", "aa",
+            {"scenario": f"aa/{args.suite}/{args.load}", "rev": rev, "index": i},
+            rev, rev, args.suite, config, load=args.load,
+        )
+
+
+SPIN_MAIN = """
+use std::time::Instant;
+
+#[inline(never)]
+fn spin(n: u64) {
+    let one = std::hint::black_box(true);
+BLOCK
+}
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let n: u64 = a.next().unwrap().parse().unwrap();
+    let reps: usize = a.next().unwrap().parse().unwrap();
+    spin(n);
+    for _ in 0..reps {
+        let t = Instant::now();
+        spin(n);
+        println!("{}", t.elapsed().as_nanos());
+    }
+}
+"""
+
+
+def calibrate_spin(reps=9):
+    """ns per spin iteration: the spin block compiled alone with the bench profile's opt-level 3,
+    timed at two sizes (min of `reps` each, so preemption drops out); the slope removes fixed
+    overhead."""
+    with tempfile.TemporaryDirectory(prefix="eval-spin-") as tmp:
+        src = Path(tmp) / "spin.rs"
+        block = spin_block("one", "n", indent="    ").replace("nu64", "n")
+        src.write_text(SPIN_MAIN.replace("BLOCK", block))
+        exe = Path(tmp) / "spin"
+        subprocess.run(
+            ["rustc", "-C", "opt-level=3", "-C", "debuginfo=0", "-o", str(exe), str(src)],
+            check=True,
+        )
+        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout
+        pts = {}
+        for n in (1_000_000, 10_000_000):
+            out = subprocess.run([str(exe), str(n), str(reps)], capture_output=True, text=True,
+                                 check=True).stdout.split()
+            pts[n] = min(int(x) for x in out)
+    (n1, t1), (n2, t2) = sorted(pts.items())
+    return {
+        "ns_per_spin": (t2 - t1) / (n2 - n1),
+        "points_ns": {str(k): v for k, v in pts.items()},
+        "rustc": rustc.strip(),
+        "flags": "-C opt-level=3",
+    }
+
+
+def base_ns_from(trials_dirs, ids):
+    """Per id: the median over A/A trials of the base side's median_ns (the gate's per-round
+    lower quartile, median over rounds)."""
+    vals = {i: [] for i in ids}
+    for d in trials_dirs:
+        res = json.loads((d / "results.json").read_text())
+        for b in res.get("benches", []):
+            if b["id"] in vals and b.get("base"):
+                vals[b["id"]].append(b["base"]["median_ns"])
+    return {i: statistics.median(v) for i, v in vals.items() if v}
+
+
+def load_calibration(args, rev, run_if_missing=True):
+    path = args.out_dir / "calibration.json"
+    if path.is_file():
+        cal = json.loads(path.read_text())
+        if cal.get("rev") == rev:
+            return cal
+        log(f"note: {path} is for {cal.get('rev', '?')[:12]}, not {rev[:12]}: recalibrating")
+    if not run_if_missing:
+        raise SystemExit(f"error: no calibration in {path}; run `{SCRIPT.name} calibrate`")
+    return cmd_calibrate(args)
+
+
+def cmd_calibrate(args):
+    rev = resolve_rev(args.rev)
+    config = write_eval_config(args, rev)
+    ids = [bench_id(t) for t in TARGETS]
+    log("calibrating the spin rate")
+    spin = calibrate_spin()
+    log(f"  {spin['ns_per_spin']:.3f} ns per spin iteration")
+    # Base ns/iter: from A/A trials of this revision already in the out dir that hold every
+    # target, else one short A/A run of the eval suite.
+    dirs = []
+    for p in sorted((args.out_dir / "aa").glob("*/*/trial.json")):
+        t = json.loads(p.read_text())
+        if t.get("rev") == rev and t["load"]["kind"] == "none":
+            dirs.append(p.parent)
+    base = base_ns_from(dirs, ids) if dirs else {}
+    source = f"{len(dirs)} A/A trials in {args.out_dir / 'aa'}"
+    if set(base) != set(ids):
+        d = args.out_dir / "calibration-aa"
+        saved = args.rounds
+        args.rounds = args.calibration_rounds
+        run_trial(args, d, "calibration", {"scenario": "calibration", "rev": rev}, rev, rev,
+                  "eval", config)
+        args.rounds = saved
+        base = base_ns_from([d], ids)
+        source = f"A/A run {d}"
+        missing = set(ids) - set(base)
+        if missing:
+            raise SystemExit(f"error: calibration A/A run measured none of {sorted(missing)}")
+    cal = {
+        "schema": "harness-eval-calibration/1",
+        "rev": rev,
+        "created_utc": utc_now().isoformat(timespec="seconds"),
+        "spin": spin,
+        "base_ns": base,
+        "base_ns_source": source,
+        "host": host_info(),
+    }
+    (args.out_dir / "calibration.json").write_text(json.dumps(cal, indent=2) + "\n")
+    for i, ns in base.items():
+        log(f"  {i}: {ns:.0f} ns/iter")
+    return cal
+
+
+def cmd_inject(args):
+    rev = resolve_rev(args.rev)
+    cal = load_calibration(args, rev)
+    config = write_eval_config(args, rev)
+    targets = [t for t in TARGETS if bench_id(t) in cal["base_ns"]]
+    sizes = [float(s) for s in args.sizes.split(",")]
+    for size in sizes:  # one commit per size: its trials reuse one warm head build
+        plan = {
+            t: spins_for(size, cal["base_ns"][bench_id(t)], cal["spin"]["ns_per_spin"])
+            for t in targets
+        }
+        msg = f"eval: inject {size:g} % slowdown (not for merging)\n\n" + "\n".join(
+            f"{bench_id(t)}: {n} spins ≈ {n * cal['spin']['ns_per_spin']:.0f} ns "
+            f"of {cal['base_ns'][bench_id(t)]:.0f} ns/iter" for t, n in plan.items()
+        )
+        head = make_injected_commit(rev, plan, msg)
+        log(f"inject {size:g} %: commit {head[:12]} (parent {rev[:12]})")
+        d = args.out_dir / "inject" / f"{size:g}pct"
+        for i in range(1, args.trials + 1):
+            run_trial(
+                args, d / f"trial-{i:03d}", "inject",
+                {
+                    "scenario": f"inject/{size:g}",
+                    "rev": rev,
+                    "index": i,
+                    "size_pct": size,
+                    "targets": {
+                        bench_id(t): {
+                            "class": TARGETS[t]["class"],
+                            "spins": n,
+                            "injected_ns": n * cal["spin"]["ns_per_spin"],
+                            "base_ns": cal["base_ns"][bench_id(t)],
+                            "file": TARGETS[t]["file"],
+                        }
+                        for t, n in plan.items()
+                    },
+                    "controls": [bench_id(c) for c in CONTROLS],
+                    "calibration": cal,
+                },
+                rev, head, args.suite, config,
+            )
+
+
+def cmd_walltime(args):
+    rev = resolve_rev(args.rev)
+    base = resolve_rev(args.base) if args.base else rev
+    config = write_eval_config(args, rev)
+    for suite in args.suites.split(","):
+        for cache in args.caches.split(","):
+            d = args.out_dir / "walltime" / f"{suite}-{cache}"
+            for i in range(1, args.runs + 1):
+                if (d / f"run-{i:03d}" / "trial.json").is_file():
+                    continue
+                tmp_cache = None
+                if cache == "cold":
+                    tmp_cache = Path(tempfile.mkdtemp(prefix="eval-cold-cache-"))
+                try:
+                    run_trial(
+                        args, d / f"run-{i:03d}", "walltime",
+                        {"scenario": f"walltime/{suite}/{cache}", "rev": rev, "index": i,
+                         "cache": cache},
+                        base, rev, suite, config, cache_dir=tmp_cache,
+                    )
+                finally:
+                    if tmp_cache:
+                        shutil.rmtree(tmp_cache, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# summarize
+
+
+def load_trials(root):
+    trials = []
+    for p in sorted(Path(root).rglob("trial.json")):
+        if p.parent.name.endswith(".tmp"):
+            continue
+        rec = json.loads(p.read_text())
+        res = p.parent / "results.json"
+        if not res.is_file():
+            continue
+        rec["results"] = json.loads(res.read_text())
+        rec["dir"] = str(p.parent)
+        trials.append(rec)
+    return trials
+
+
+def summarize(trials, family_full=None):
+    """All tables of the summary as one JSON-able dict."""
+    out = {"aa": [], "inject": [], "walltime": [], "revisions": [], "hosts": []}
+    aa = {}
+    for t in trials:
+        if t["kind"] == "aa":
+            load = t["load"]["kind"]
+            aa.setdefault((t["suite"], load, t.get("rounds_arg")), []).append(t)
+    for (suite, load, rounds), ts in sorted(aa.items(), key=lambda kv: str(kv[0])):
+        out["aa"].append({"suite": suite, "load": load, "rounds_arg": rounds,
+                          "benches_per_run": len(ts[0]["results"]["benches"]),
+                          **aggregate_aa(ts)})
+    inj = {}
+    for t in trials:
+        if t["kind"] == "inject":
+            inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg")), []).append(t)
+    for (size, suite, rounds), ts in sorted(inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
+        for cls in ("st", "mt"):
+            ids = {i for t in ts for i, v in t["targets"].items() if v["class"] == cls}
+            if not ids:
+                continue
+            controls = {c for t in ts for c in t["controls"]}
+            injected = statistics.median(
+                v["injected_ns"] / v["base_ns"] for t in ts for i, v in t["targets"].items()
+                if i in ids
+            )
+            out["inject"].append({
+                "size_pct": size, "class": cls, "suite": suite, "rounds_arg": rounds,
+                "trials": len(ts), "targets": sorted(ids),
+                "injected_fraction": injected,
+                **aggregate_inject(ts, ids, controls, family_full),
+            })
+    out["inject_targets"] = []
+    for (size, suite, rounds), ts in sorted(inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
+        for tid in sorted({i for t in ts for i in t["targets"]}):
+            agg = aggregate_inject(ts, {tid}, set(), family_full)
+            out["inject_targets"].append({
+                "size_pct": size, "target": tid, "suite": suite, "rounds_arg": rounds,
+                "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
+                "gate": agg["gate"], "naive": agg["naive"],
+            })
+    wt = {}
+    for t in trials:
+        cache = t.get("cache") or ("cold" if t["cache_dir"] not in ("default", None)
+                                   and "eval-cold-cache-" in t["cache_dir"] else "warm")
+        wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg")), []).append(t)
+    for (kind, suite, cache, rounds), ts in sorted(wt.items(), key=lambda kv: str(kv[0])):
+        walls = [t["wall_s"] for t in ts]
+        setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
+        out["walltime"].append({
+            "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "runs": len(ts),
+            "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
+            "median_setup_s": statistics.median(setups) if setups else None,
+            "max_setup_s": max(setups) if setups else None,
+        })
+    out["revisions"] = sorted({t.get("rev", "?") for t in trials})
+    out["hosts"] = sorted({json.dumps(t["host"], sort_keys=True) for t in trials})
+    out["hosts"] = [json.loads(h) for h in out["hosts"]]
+    out["commands"] = sorted({shlex.join(["python3", "harness/eval/evaluate.py",
+                                          *t["evaluate_argv"][1:]]) for t in trials})
+    out["profiles"] = sorted({str(t["results"].get("method", {}).get("profile")) for t in trials})
+    out["trials"] = len(trials)
+    dates = sorted(t.get("started_utc", "") for t in trials)
+    out["dates"] = [dates[0], dates[-1]] if dates else []
+    return out
+
+
+def fmt_s(s):
+    if s is None:
+        return "–"
+    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
+
+
+def render_md(s, generated):
+    L = [
+        "# How sensitive is the gate? (harness/eval)",
+        "",
+        f"Generated {generated} by `python3 harness/eval/evaluate.py summarize` from "
+        f"{s['trials']} trials, run {' … '.join(s['dates'])} (UTC).",
+        "",
+    ]
+    for h in s["hosts"]:
+        L.append(f"- machine: {h['cpu']}, {h['cores']} cores ({h['uname']})")
+    for r in s["revisions"]:
+        L.append(f"- revision measured: `{r}`")
+    L.append(f"- calibration profile used by the gate: {', '.join(s['profiles'])}")
+    L += [
+        "",
+        "## A/A comparisons (same revision both sides: every 🔴/⚠️ is a false alarm)",
+        "",
+        "| method | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in s["aa"]:
+        for m in ("gate", "naive"):
+            r = row[m]
+            noisy = r.get("too_noisy_per_run")
+            L.append(
+                f"| {m} | {row['suite']} ({row['benches_per_run']} benches) | {row['load']} | "
+                f"{row['rounds_arg'] or 'default'} | {r['runs']} | {r['red']} | "
+                f"{r['runs_with_red']} | {r['warn']} | {r['max_warn_per_run']} | "
+                f"{r['runs_with_2_warn']} | {'–' if noisy is None else f'{noisy:.1f}'} |"
+            )
+    L += [
+        "",
+        "## Injected slowdowns (throwaway commits with calibrated extra work in the kernel)",
+        "",
+        "Detection per (trial × target). ST = single-threaded targets, MT = all cores. "
+        "Controls are untouched benches of the same suite: their 🔴/⚠️ are false alarms.",
+        "",
+        "| method | size | class | suite | rounds | trials | observations | detected 🔴 | "
+        "detected 🔴+⚠️ | 🔴 under full-suite family | measured change (median) | "
+        "control 🔴 / ⚠️ (of obs) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in s["inject"]:
+        for m in ("gate", "naive"):
+            r = row[m]
+            full = fmt_pct(r.get("detection_red_full_family")) if m == "gate" else "–"
+            mc = "–" if r["median_change"] is None else f"{100 * r['median_change']:+.1f} %"
+            L.append(
+                f"| {m} | {row['size_pct']:g} % | {row['class'].upper()} | {row['suite']} | "
+                f"{row['rounds_arg'] or 'default'} | {row['trials']} | {r['observations']} | "
+                f"{fmt_pct(r['detection_red'])} ({r['red']}) | "
+                f"{fmt_pct(r['detection_red_or_warn'])} ({r['red_or_warn']}) | {full} | {mc} | "
+                f"{r['control_red']} / {r['control_warn']} ({r['control_observations']}) |"
+            )
+    L += [
+        "",
+        "Per target (gate 🔴 / 🔴+⚠️ · naive 🔴 / 🔴+⚠️ · measured change gate, naive):",
+        "",
+        "| size | target | class | trials | gate 🔴 | gate 🔴+⚠️ | naive 🔴 | naive 🔴+⚠️ | "
+        "change (gate) | change (naive) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in s["inject_targets"]:
+        g, n = row["gate"], row["naive"]
+
+        def ch(x):
+            return "–" if x is None else f"{100 * x:+.1f} %"
+
+        L.append(
+            f"| {row['size_pct']:g} % | `{row['target']}` | {row['class'].upper()} | "
+            f"{g['observations']} | {fmt_pct(g['detection_red'])} | "
+            f"{fmt_pct(g['detection_red_or_warn'])} | {fmt_pct(n['detection_red'])} | "
+            f"{fmt_pct(n['detection_red_or_warn'])} | {ch(g['median_change'])} | "
+            f"{ch(n['median_change'])} |"
+        )
+    L += [
+        "",
+        "## Wall time per comparison",
+        "",
+        "setup = checkout and build before the first round (large when the head's code changed "
+        "or the cache is cold).",
+        "",
+        "| kind | suite | cache | rounds | runs | median | min … max | median setup | max setup |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in s["walltime"]:
+        L.append(
+            f"| {r['kind']} | {r['suite']} | {r['cache']} | {r['rounds_arg'] or 'default'} | "
+            f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
+            f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
+        )
+    L += ["", "## Regenerate", "", "```sh", "cargo build --release -p harness"]
+    L += s["commands"]
+    L += ["python3 harness/eval/evaluate.py summarize", "```", ""]
+    return "\n".join(L)
+
+
+def cmd_summarize(args):
+    root = Path(args.results)
+    trials = load_trials(root)
+    if not trials:
+        raise SystemExit(f"error: no trials (trial.json + results.json) under {root}")
+    family = args.full_family
+    if family is None:
+        fulls = [len(t["results"]["benches"]) for t in trials
+                 if t["kind"] == "aa" and t["suite"] == "full"]
+        family = max(fulls) if fulls else None
+    s = summarize(trials, family)
+    s["full_family"] = family
+    generated = utc_now().strftime("%Y-%m-%d %H:%M UTC")
+    md = render_md(s, generated)
+    out = Path(args.write_to) if args.write_to else root
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(md)
+    (out / "summary.json").write_text(json.dumps({"generated": generated, **s}, indent=2) + "\n")
+    print(md)
+    log(f"wrote {out / 'summary.md'} and {out / 'summary.json'}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp):
+        sp.add_argument("--harness", default="target/release/harness",
+                        help="the harness binary (default: %(default)s, relative to the repo)")
+        sp.add_argument("--out-dir", type=Path,
+                        help="where trials go (default: harness/eval/results/<UTC date>)")
+        sp.add_argument("--rev", default="HEAD", help="the revision under test (default HEAD)")
+        sp.add_argument("--rounds", type=int, help="passed to harness compare --rounds")
+        sp.add_argument("--cache-dir", help="passed to harness compare --cache-dir")
+        sp.add_argument("--config", help="base harness.yaml (default: the repository's)")
+        sp.add_argument("--harness-arg", action="append", metavar="ARG",
+                        help="extra argument for harness compare (repeat)")
+        sp.add_argument("--calibration-rounds", type=int, default=4,
+                        help="rounds of the calibration A/A run (default %(default)s)")
+
+    a = sub.add_parser("aa", help="A/A comparisons")
+    common(a)
+    a.add_argument("--suite", default="full", help="full, quick or eval (default full)")
+    a.add_argument("--runs", type=int, required=True)
+    a.add_argument("--load", choices=["none", "one-core"], default="none")
+    a.set_defaults(fn=cmd_aa)
+
+    c = sub.add_parser("calibrate", help="spin rate and base ns/iter of the targets")
+    common(c)
+    c.set_defaults(fn=cmd_calibrate)
+
+    i = sub.add_parser("inject", help="detection of injected slowdowns")
+    common(i)
+    i.add_argument("--sizes", default="1,2,5,10,20", help="slowdowns in %% (default %(default)s)")
+    i.add_argument("--trials", type=int, required=True)
+    i.add_argument("--suite", default="eval",
+                   help="eval (targets + controls, default) or full (same commits, every bench)")
+    i.set_defaults(fn=cmd_inject)
+
+    w = sub.add_parser("walltime", help="wall time of comparisons, warm and cold caches")
+    common(w)
+    w.add_argument("--suites", default="full,quick")
+    w.add_argument("--caches", default="warm,cold")
+    w.add_argument("--runs", type=int, default=1)
+    w.add_argument("--base", help="base revision (default: --rev, an A/A comparison)")
+    w.set_defaults(fn=cmd_walltime)
+
+    s = sub.add_parser("summarize", help="tables from every trial under --results")
+    s.add_argument("--results", default=str(RESULTS_ROOT),
+                   help="root searched for trials (default %(default)s)")
+    s.add_argument("--write-to", help="where summary.md/json go (default: --results)")
+    s.add_argument("--full-family", type=int,
+                   help="bench count of the full suite for the conservative 🔴 column "
+                        "(default: from full A/A trials)")
+    s.set_defaults(fn=cmd_summarize)
+
+    args = p.parse_args(argv)
+    if args.cmd != "summarize":
+        if args.out_dir is None:
+            args.out_dir = RESULTS_ROOT / utc_now().strftime("%Y-%m-%d")
+        args.out_dir = args.out_dir.resolve()
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        args.fn(args)
+    except KeyboardInterrupt:
+        log("interrupted: finished trials are kept; rerun the same command to resume")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

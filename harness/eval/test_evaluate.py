@@ -1,0 +1,236 @@
+"""Unit tests of evaluate.py's pure parts on synthetic results.json files.
+
+Run: python3 -m unittest discover -s harness/eval -v
+"""
+
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import evaluate as ev  # noqa: E402
+
+
+def side(per_iter_ns, rounds=2, iters=(1, 2, 3, 4)):
+    """A side whose every sample of every round takes `per_iter_ns` per iteration, except round 0,
+    which may be a list (one per-iteration time per sample)."""
+    samples = []
+    for r in range(rounds):
+        per = per_iter_ns if isinstance(per_iter_ns, list) and r == 0 else None
+        if per is None:
+            base = per_iter_ns[0] if isinstance(per_iter_ns, list) else per_iter_ns
+            per = [base] * len(iters)
+        samples.append({
+            "round": r,
+            "sampling_mode": "linear",
+            "iters": list(iters[: len(per)]),
+            "times_ns": [p * i for p, i in zip(per, iters)],
+        })
+    med = per_iter_ns[0] if isinstance(per_iter_ns, list) else per_iter_ns
+    return {"per_round_ns": [med] * rounds, "median_ns": med, "samples": samples}
+
+
+def bench(bid, status, base_ns, head_ns, estimate=None, p=0.5):
+    return {
+        "id": bid,
+        "status": status,
+        "base": side(base_ns),
+        "head": side(head_ns),
+        "change": None if estimate is None else {
+            "estimate": estimate, "ci_low": estimate - 0.01, "ci_high": estimate + 0.01,
+            "confidence": 0.95, "p_value": p, "p_adjusted": min(1.0, p * 8),
+        },
+        "threshold": 0.03,
+        "threshold_source": "spread",
+        "throughput": None,
+        "rounds": 2,
+        "confirmed": False,
+        "note": None,
+    }
+
+
+def results(benches, alpha=0.05):
+    return {"schema": "harness-results/1", "benches": benches, "method": {"alpha": alpha},
+            "rounds": [], "wall_s": 1.0}
+
+
+class CriterionMean(unittest.TestCase):
+    def test_mean_of_per_sample_time_per_iteration(self):
+        # times/iters = 10, 20, 30 → 20 (not sum(times)/sum(iters) = 140/6 ≈ 23.3)
+        s = {"iters": [1, 2, 3], "times_ns": [10, 40, 90]}
+        self.assertAlmostEqual(ev.criterion_mean(s), 20.0)
+
+    def test_outliers_are_kept_like_criterion(self):
+        s = {"iters": [1, 1, 1, 1], "times_ns": [10, 10, 10, 1000]}
+        self.assertAlmostEqual(ev.criterion_mean(s), 257.5)
+
+    def test_invalid_samples_give_none(self):
+        self.assertIsNone(ev.criterion_mean({"iters": [], "times_ns": []}))
+        self.assertIsNone(ev.criterion_mean({"iters": [1, 0], "times_ns": [5, 5]}))
+        self.assertIsNone(ev.criterion_mean({"iters": [1, 2], "times_ns": [5]}))
+        self.assertIsNone(ev.criterion_mean({"iters": [1], "times_ns": [float("nan")]}))
+
+
+class NaiveVerdict(unittest.TestCase):
+    def test_thresholds_and_round_zero_only(self):
+        # Round 0 decides; later rounds (here identical to base) are ignored.
+        cases = [(100, 114, "no_change"), (100, 115, ev.WARN), (100, 129.9, ev.WARN),
+                 (100, 130, ev.RED), (100, 60, "no_change")]
+        for base, head, want in cases:
+            b = bench("x", "no_change", base, head)
+            b["head"]["samples"][1]["times_ns"] = b["base"]["samples"][1]["times_ns"]
+            status, change = ev.naive_verdict(b)
+            self.assertEqual(status, want, (base, head))
+            self.assertAlmostEqual(change, head / base - 1)
+
+    def test_uses_the_mean_not_the_min(self):
+        b = bench("x", "no_change", 100, [100, 100, 100, 160])  # mean 115 → ⚠️ exactly
+        status, change = ev.naive_verdict(b)
+        self.assertEqual(status, ev.WARN)
+        self.assertAlmostEqual(change, 0.15)
+
+    def test_missing_side_is_not_computable(self):
+        b = bench("x", "added", 100, 100)
+        b["base"] = None
+        self.assertEqual(ev.naive_verdict(b), (None, None))
+
+
+class Counting(unittest.TestCase):
+    def setUp(self):
+        # Literal serde names of harness::results::Status (snake_case), not ev.RED/ev.WARN, so a
+        # renamed constant fails here.
+        self.r = results([
+            bench("a", "regression", 100, 140, 0.4),
+            bench("b", "possible_regression", 100, 120, 0.2),
+            bench("c", "possible_regression", 100, 100, 0.0),
+            bench("d", "too_noisy", 100, 116, 0.16),
+            bench("e", "no_change", 100, 100, 0.0),
+        ])
+
+    def test_gate_counts_use_the_serde_names(self):
+        self.assertEqual(ev.gate_counts(self.r), (1, 2))
+        self.assertEqual(ev.gate_counts(self.r, {"a", "e"}), (1, 0))
+
+    def test_naive_counts(self):
+        # a: +40 % 🔴, b: +20 % ⚠️, d: +16 % ⚠️
+        self.assertEqual(ev.naive_counts(self.r), (1, 2))
+
+    def test_full_family_bound(self):
+        b = bench("a", ev.RED, 100, 140, 0.4, p=0.001)
+        self.assertTrue(ev.red_under_family(b, 8, 0.05))  # 0.008 < 0.05
+        self.assertFalse(ev.red_under_family(b, 60, 0.05))  # 0.06
+        b["status"] = ev.WARN
+        self.assertFalse(ev.red_under_family(b, 8, 0.05))
+
+
+class Aggregation(unittest.TestCase):
+    def test_aa(self):
+        t1 = {"results": results([bench("a", ev.WARN, 100, 100, 0.0),
+                                  bench("b", ev.WARN, 100, 135, 0.0)])}
+        t2 = {"results": results([bench("a", "no_change", 100, 100, 0.0),
+                                  bench("b", ev.RED, 100, 100, 0.0)])}
+        agg = ev.aggregate_aa([t1, t2])
+        self.assertEqual(agg["gate"], {"runs": 2, "red": 1, "runs_with_red": 1, "warn": 2,
+                                       "max_warn_per_run": 2, "runs_with_2_warn": 1,
+                                       "too_noisy_per_run": 0.0})
+        self.assertEqual(agg["naive"]["red"], 1)
+        self.assertEqual(agg["naive"]["warn"], 0)
+
+    def test_inject_detection_and_controls(self):
+        def trial(tgt_status, tgt_head, ctrl_status):
+            return {"results": results([
+                bench("t", tgt_status, 100, tgt_head, tgt_head / 100 - 1, p=0.001),
+                bench("c", ctrl_status, 100, 100, 0.0),
+                bench("other", ev.RED, 100, 100, 0.0),  # neither target nor control: ignored
+            ])}
+        ts = [trial(ev.RED, 105, "no_change"), trial(ev.WARN, 105, ev.WARN),
+              trial("no_change", 105, "no_change"), trial(ev.RED, 135, ev.RED)]
+        agg = ev.aggregate_inject(ts, {"t"}, {"c"}, family_full=40)
+        g, n = agg["gate"], agg["naive"]
+        self.assertEqual((g["observations"], g["red"], g["red_or_warn"]), (4, 2, 3))
+        self.assertEqual(g["detection_red"], 50.0)
+        self.assertEqual(g["detection_red_or_warn"], 75.0)
+        self.assertEqual((g["control_red"], g["control_warn"], g["control_observations"]),
+                         (1, 1, 4))
+        self.assertEqual(g["red_full_family"], 2)  # 0.001 · 40 < 0.05
+        self.assertAlmostEqual(g["median_change"], 0.05)
+        self.assertEqual((n["red"], n["red_or_warn"]), (1, 1))
+        self.assertEqual(n["control_red"], 0)
+
+
+class Summary(unittest.TestCase):
+    def test_summarize_reads_trial_dirs_and_renders(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            host = {"cpu": "Test CPU", "cores": 2, "uname": "Linux"}
+
+            def write(rel, rec, res):
+                d = root / rel
+                d.mkdir(parents=True)
+                (d / "trial.json").write_text(json.dumps(rec))
+                (d / "results.json").write_text(json.dumps(res))
+
+            base = {"rev": "abc", "host": host, "rounds_arg": None, "cache_dir": "default",
+                    "setup_s": 5.0, "evaluate_argv": ["evaluate.py", "aa", "--runs", "2"]}
+            for i, st in enumerate([ev.WARN, "no_change"]):
+                write(f"d/aa/full-none/run-{i}", {**base, "kind": "aa", "suite": "full",
+                                                  "load": {"kind": "none"}, "wall_s": 100.0 + i},
+                      results([bench("x", st, 100, 100, 0.0)]))
+            write("d/inject/5pct/trial-001", {
+                **base, "kind": "inject", "suite": "eval", "size_pct": 5.0, "wall_s": 300.0,
+                "targets": {"t": {"class": "st", "spins": 10, "injected_ns": 5.0,
+                                  "base_ns": 100.0},
+                            "m": {"class": "mt", "spins": 10, "injected_ns": 5.0,
+                                  "base_ns": 100.0}},
+                "controls": ["c"],
+            }, results([bench("t", ev.RED, 100, 105, 0.05, p=1e-4),
+                        bench("m", "no_change", 100, 105, 0.05),
+                        bench("c", "no_change", 100, 100, 0.0)]))
+            write("d/aa/broken.tmp", {**base, "kind": "aa"}, {})  # interrupted: ignored
+            trials = ev.load_trials(root)
+            self.assertEqual(len(trials), 3)
+            s = ev.summarize(trials, family_full=40)
+            self.assertEqual(s["aa"][0]["gate"]["warn"], 1)
+            self.assertEqual(s["aa"][0]["gate"]["max_warn_per_run"], 1)
+            st = next(r for r in s["inject"] if r["class"] == "st")
+            mt = next(r for r in s["inject"] if r["class"] == "mt")
+            self.assertEqual(st["gate"]["detection_red"], 100.0)
+            self.assertEqual(mt["gate"]["detection_red"], 0.0)
+            self.assertAlmostEqual(st["injected_fraction"], 0.05)
+            md = ev.render_md(s, "now")
+            self.assertIn(
+                "| gate | full (1 benches) | none | default | 2 | 0 | 0 | 1 | 1 | 0 | 0.0 |", md)
+            self.assertIn("| 5 % | `t` | ST | 1 | 100 % | 100 % | 0 % | 0 % | +5.0 % |", md)
+            self.assertIn("| gate | 5 % | ST | eval | default | 1 | 1 | 100 % (1) |", md)
+            self.assertIn("Test CPU, 2 cores", md)
+            self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
+
+
+class Injection(unittest.TestCase):
+    def test_blocks_go_after_their_anchor_and_anchors_must_be_unique(self):
+        text = "fn a() {\n    x\n}\n"
+        out = ev.inject_text(text, "f.rs", [("fn a() {\n", "    SPIN\n")])
+        self.assertEqual(out, "fn a() {\n    SPIN\n    x\n}\n")
+        with self.assertRaises(SystemExit):
+            ev.inject_text(text + text, "f.rs", [("fn a() {\n", "    SPIN\n")])
+        with self.assertRaises(SystemExit):
+            ev.inject_text(text, "f.rs", [("fn b() {\n", "    SPIN\n")])
+
+    def test_spin_count(self):
+        # 5 % of 20 µs at 2 ns per spin = 500 spins
+        self.assertEqual(ev.spins_for(5, 20_000, 2.0), 500)
+        self.assertEqual(ev.spins_for(0.001, 10, 2.0), 1)
+
+    def test_eval_suite_lists_exact_ids(self):
+        text = ev.eval_config_text(
+            "packages: [engine]\nsuites:\n  quick:\n    benches:\n      kernels: []\n"
+            "policy:\n  rounds: 6\n")
+        self.assertIn("  eval:\n", text)
+        self.assertIn("'^add/f32/medium$'", text)
+        self.assertLess(text.index("  eval:"), text.index("policy:"))
+
+
+if __name__ == "__main__":
+    unittest.main()
