@@ -19,6 +19,7 @@ pub mod llama;
 pub mod onnx;
 pub mod ops;
 pub mod package;
+pub mod profile;
 pub mod sampling;
 pub mod session;
 pub mod tensor;

@@ -1,5 +1,5 @@
 //! The `engine` command line: `tiny` builds the deterministic test package, `generate` decodes
-//! a prompt. Glue only: the work lives in the library.
+//! a prompt, `profile` times decodes (`engine-profile/1`). Glue only: the work lives in the library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use engine::package::Package;
 use engine::sampling::SamplingConfig;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
-use engine::{CpuBackend, DType, convert, tiny};
+use engine::{CpuBackend, DType, convert, profile, tiny};
 
 #[derive(Parser)]
 #[command(name = "engine", version, about = "Native ONNX decoder inference")]
@@ -129,6 +129,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Time greedy decodes of a prompt (contract `engine-profile/1` with --json).
+    Profile {
+        /// Model package directory.
+        #[arg(long)]
+        model: PathBuf,
+        /// Execution provider: cpu or cuda.
+        #[arg(long, default_value = "cpu")]
+        ep: String,
+        /// Float type: f32 or f16; must be the package's (default: the package's).
+        #[arg(long)]
+        dtype: Option<String>,
+        /// Prompt text (no chat template).
+        #[arg(
+            long,
+            conflicts_with = "prompt_ids",
+            required_unless_present = "prompt_ids"
+        )]
+        prompt: Option<String>,
+        /// Prompt token ids, comma-separated.
+        #[arg(long)]
+        prompt_ids: Option<String>,
+        /// New tokens per run (end-of-sequence ids are ignored).
+        #[arg(long, default_value_t = 128)]
+        tokens: usize,
+        /// Untimed runs before the timed ones.
+        #[arg(long, default_value_t = 1)]
+        warmups: usize,
+        /// Timed runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Decode steps at the start of each run excluded from timing.
+        #[arg(long, default_value_t = 0)]
+        decode_skip: usize,
+        /// CPU threads (0 = all cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// CUDA: launch the decode step eagerly instead of replaying a captured CUDA graph.
+        #[arg(long)]
+        no_cuda_graph: bool,
+        /// Print the `engine-profile/1` JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -143,6 +186,52 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Profile {
+            model,
+            ep,
+            dtype,
+            prompt,
+            prompt_ids,
+            tokens,
+            warmups,
+            runs,
+            decode_skip,
+            threads,
+            no_cuda_graph,
+            json,
+        } => {
+            let ep = profile::Ep::parse(&ep)
+                .with_context(|| format!("--ep must be cpu or cuda, got {ep:?}"))?;
+            let dtype = match dtype.as_deref() {
+                None => None,
+                Some(s) => match DType::parse_float(s) {
+                    Some(d @ (DType::F32 | DType::F16)) => Some(d),
+                    _ => anyhow::bail!("--dtype must be f32 or f16, got {s:?}"),
+                },
+            };
+            let prompt = match (prompt, prompt_ids) {
+                (_, Some(ids)) => profile::Prompt::Ids(profile::parse_ids(&ids)?),
+                (Some(text), None) => profile::Prompt::Text(text),
+                (None, None) => anyhow::bail!("give --prompt or --prompt-ids"),
+            };
+            let report = profile::profile(&profile::ProfileOptions {
+                model,
+                ep,
+                dtype,
+                prompt,
+                tokens,
+                warmups,
+                runs,
+                decode_skip,
+                threads,
+                cuda_graph: !no_cuda_graph,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", profile::render_text(&report));
+            }
+        }
         Command::Tiny { seed, out } => {
             tiny::write_package(&out, seed, &tiny::TinyConfig::default())
                 .with_context(|| format!("cannot write the tiny model to {}", out.display()))?;

@@ -5,6 +5,13 @@
 //! inconsistent input.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+/// Without the `cuda` feature, a stub of the same name whose entry points fail with one clear
+/// error ("engine was built without the `cuda` feature").
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_stub.rs"]
+pub mod cuda;
 
 use crate::dtype::DType;
 use crate::error::Result;

@@ -1,0 +1,373 @@
+//! `engine profile`: timed greedy decodes of one prompt, reported per the `engine-profile/1`
+//! contract of DESIGN.md (the harness reads this JSON from whichever revision it gates, so the
+//! field names and meanings here are binding).
+//!
+//! Each run prefills the prompt and then decodes exactly `tokens` new tokens greedily, ignoring
+//! end-of-sequence ids (so every run does the same work). The first token comes out of the
+//! prefill; the remaining `tokens - 1` are decode steps, of which the first `decode_skip` are
+//! excluded from timing (warm-up of caches, graph capture). `warmups` whole runs are made and
+//! discarded before the `runs` timed ones.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::package::Package;
+use crate::session::{GenerateOptions, Session};
+use crate::text::TextCodec;
+
+/// The schema tag of the JSON output.
+pub const SCHEMA: &str = "engine-profile/1";
+
+/// Execution provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ep {
+    Cpu,
+    Cuda,
+}
+
+impl Ep {
+    pub fn parse(s: &str) -> Option<Ep> {
+        match s {
+            "cpu" => Some(Ep::Cpu),
+            "cuda" => Some(Ep::Cuda),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Ep::Cpu => "cpu",
+            Ep::Cuda => "cuda",
+        }
+    }
+}
+
+/// The prompt, as text (tokenized with the package's tokenizer, no chat template) or as ids.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// A resolved profile request.
+#[derive(Clone, Debug)]
+pub struct ProfileOptions {
+    pub model: PathBuf,
+    pub ep: Ep,
+    /// The float type asked for; `None` means the package's own. It must equal the package's
+    /// (packages are converted per dtype, see `engine convert --dtype`).
+    pub dtype: Option<DType>,
+    pub prompt: Prompt,
+    pub tokens: usize,
+    pub warmups: usize,
+    pub runs: usize,
+    pub decode_skip: usize,
+    /// CPU threads (0 = all cores).
+    pub threads: usize,
+    /// CUDA only: capture the decode step in a CUDA graph (false: eager launches).
+    pub cuda_graph: bool,
+}
+
+/// One timed run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunTiming {
+    pub ms_per_step: f64,
+    pub tok_s: f64,
+}
+
+/// CUDA-graph counters of the whole profile (warm-ups included).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CudaGraphStats {
+    pub enabled: bool,
+    pub captures: u64,
+    pub replays: u64,
+    pub fallbacks: u64,
+    /// Why the decode step ran eagerly, when it did (not part of the contract; extra key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_reasons: Vec<String>,
+}
+
+/// Host↔device copies made by the decode steps (the prefill's uploads excluded), whole profile.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceKvStats {
+    pub h2d_calls: u64,
+    pub h2d_bytes: u64,
+    pub d2h_calls: u64,
+    pub d2h_bytes: u64,
+}
+
+/// The `engine-profile/1` report.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ProfileReport {
+    pub schema: String,
+    pub model: String,
+    /// sha256 over `model.onnx` followed by its external data files in sorted name order: the
+    /// same package hash the goldens and `oracle decode` record, so the harness can match them.
+    pub model_sha256: String,
+    pub ep: String,
+    pub dtype: String,
+    pub threads: usize,
+    pub layers: usize,
+    pub prompt_ids: Vec<u32>,
+    pub generated_ids: Vec<u32>,
+    /// Median over the timed runs.
+    pub prefill_ms: f64,
+    pub runs: Vec<RunTiming>,
+    pub median_ms_per_step: f64,
+    pub median_tok_s: f64,
+    pub cuda_graph: Option<CudaGraphStats>,
+    pub device_kv: Option<DeviceKvStats>,
+}
+
+/// What one decode of `tokens` new tokens gives back.
+#[derive(Clone, Debug, Default)]
+pub struct DecodeRun {
+    pub generated_ids: Vec<u32>,
+    pub prefill_ms: f64,
+    /// Wall time of each decode step (the token out of the prefill has none).
+    pub step_ms: Vec<f64>,
+}
+
+/// The float type of a package: the element type of its KV-cache ports (packages made by
+/// `engine tiny` / `engine convert` use one float type for weights, activations, KV and logits).
+pub fn package_dtype(package: &Package) -> DType {
+    package.io.kv_dtype
+}
+
+/// Checks `--dtype` against the package's float type.
+pub fn check_dtype(package: &Package, want: Option<DType>) -> Result<DType> {
+    let have = package_dtype(package);
+    match want {
+        Some(w) if w != have => Err(Error::package(
+            &package.dir,
+            format!(
+                "--dtype {w} does not match the package's dtype {have}: packages are converted per dtype (engine convert --dtype {w}); point --model at the {w} package"
+            ),
+        )),
+        _ => Ok(have),
+    }
+}
+
+/// Median of a non-empty slice (mean of the two middle values for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Runs the profile.
+pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
+    if opts.tokens < 2 {
+        return Err(Error::msg(
+            "--tokens must be at least 2 (the first token comes out of the prefill; steps are timed after it)",
+        ));
+    }
+    if opts.runs == 0 {
+        return Err(Error::msg("--runs must be at least 1"));
+    }
+    if opts.decode_skip >= opts.tokens - 1 {
+        return Err(Error::msg(format!(
+            "--decode-skip {} leaves no timed step: {} tokens make {} decode steps",
+            opts.decode_skip,
+            opts.tokens,
+            opts.tokens - 1
+        )));
+    }
+    // Fail on a CUDA request before the (slow) package load and hash.
+    if opts.ep == Ep::Cuda {
+        crate::backend::cuda::check_available()?;
+    }
+    let package = Package::open(&opts.model)?;
+    let dtype = check_dtype(&package, opts.dtype)?;
+    let prompt_ids = match &opts.prompt {
+        Prompt::Ids(ids) => ids.clone(),
+        Prompt::Text(t) => TextCodec::open(&opts.model)?.encode(t)?,
+    };
+    if prompt_ids.is_empty() {
+        return Err(Error::msg("the prompt encodes to no tokens"));
+    }
+    let model_sha256 = package.model.sha256()?;
+    let layers = package.io.layers.len();
+
+    let mut runner: Box<dyn Decoder> = match opts.ep {
+        Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
+        Ep::Cuda => Box::new(crate::backend::cuda::LlamaDecoder::new(
+            &package,
+            opts.cuda_graph,
+        )?),
+    };
+    for _ in 0..opts.warmups {
+        runner.decode(&prompt_ids, opts.tokens)?;
+    }
+    let mut generated_ids: Option<Vec<u32>> = None;
+    let mut runs = Vec::with_capacity(opts.runs);
+    let mut prefills = Vec::with_capacity(opts.runs);
+    for r in 0..opts.runs {
+        let run = runner.decode(&prompt_ids, opts.tokens)?;
+        if run.generated_ids.len() != opts.tokens || run.step_ms.len() != opts.tokens - 1 {
+            return Err(Error::msg(format!(
+                "run {r}: made {} tokens in {} steps, expected {} tokens",
+                run.generated_ids.len(),
+                run.step_ms.len(),
+                opts.tokens
+            )));
+        }
+        // Greedy decoding is deterministic: different tokens between runs is a bug to report.
+        match &generated_ids {
+            Some(first) if *first != run.generated_ids => {
+                return Err(Error::msg(format!(
+                    "run {r} generated different tokens than run 0: {:?} vs {:?}",
+                    run.generated_ids, first
+                )));
+            }
+            Some(_) => {}
+            None => generated_ids = Some(run.generated_ids.clone()),
+        }
+        let timed = &run.step_ms[opts.decode_skip..];
+        let ms_per_step = timed.iter().sum::<f64>() / timed.len() as f64;
+        runs.push(RunTiming {
+            ms_per_step,
+            tok_s: if ms_per_step > 0.0 {
+                1e3 / ms_per_step
+            } else {
+                0.0
+            },
+        });
+        prefills.push(run.prefill_ms);
+    }
+    let median_ms_per_step = median(&runs.iter().map(|r| r.ms_per_step).collect::<Vec<_>>());
+    let (cuda_graph, device_kv) = runner.device_stats();
+    Ok(ProfileReport {
+        schema: SCHEMA.into(),
+        model: opts.model.display().to_string(),
+        model_sha256,
+        ep: opts.ep.name().into(),
+        dtype: dtype.name().into(),
+        threads: runner.threads(),
+        layers,
+        prompt_ids,
+        generated_ids: generated_ids.unwrap_or_default(),
+        prefill_ms: median(&prefills),
+        median_ms_per_step,
+        median_tok_s: median(&runs.iter().map(|r| r.tok_s).collect::<Vec<_>>()),
+        runs,
+        cuda_graph,
+        device_kv,
+    })
+}
+
+/// Human-readable rendering (the default output of `engine profile`).
+pub fn render_text(r: &ProfileReport) -> String {
+    let mut s = String::new();
+    let tok: Vec<f64> = r.runs.iter().map(|x| x.tok_s).collect();
+    let (lo, hi) = tok
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    s += &format!("model: {} (sha256 {})\n", r.model, r.model_sha256);
+    s += &format!(
+        "ep: {}, dtype: {}, threads: {}, layers: {}\n",
+        r.ep, r.dtype, r.threads, r.layers
+    );
+    s += &format!(
+        "prompt: {} tokens, generated: {} tokens {:?}\n",
+        r.prompt_ids.len(),
+        r.generated_ids.len(),
+        r.generated_ids
+    );
+    s += &format!("prefill: {:.3} ms\n", r.prefill_ms);
+    s += &format!(
+        "throughput: {:.1} tok/s, {:.3} ms/step (median of {} runs; {:.1} … {:.1} tok/s)\n",
+        r.median_tok_s,
+        r.median_ms_per_step,
+        r.runs.len(),
+        lo,
+        hi
+    );
+    if let Some(g) = &r.cuda_graph {
+        s += &format!(
+            "cuda_graph: enabled={} captures={} replays={} fallbacks={}\n",
+            g.enabled, g.captures, g.replays, g.fallbacks
+        );
+        for reason in &g.fallback_reasons {
+            s += &format!("  fallback: {reason}\n");
+        }
+    }
+    if let Some(k) = &r.device_kv {
+        s += &format!(
+            "device_kv: h2d {} calls / {} B, d2h {} calls / {} B\n",
+            k.h2d_calls, k.h2d_bytes, k.d2h_calls, k.d2h_bytes
+        );
+    }
+    s
+}
+
+/// One greedy decode of exactly `tokens` new tokens (EOS ignored), on some device.
+pub trait Decoder {
+    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun>;
+    fn threads(&self) -> usize;
+    /// (cuda_graph, device_kv): `None` on the CPU.
+    fn device_stats(&self) -> (Option<CudaGraphStats>, Option<DeviceKvStats>) {
+        (None, None)
+    }
+}
+
+/// The CPU path: exactly what `engine generate` runs (paged KV cache, greedy).
+struct CpuDecoder {
+    session: Session<crate::CpuBackend>,
+}
+
+impl CpuDecoder {
+    fn new(package: &Package, threads: usize) -> Result<CpuDecoder> {
+        Ok(CpuDecoder {
+            session: Session::new(package, crate::CpuBackend::new(threads)?)?,
+        })
+    }
+}
+
+impl Decoder for CpuDecoder {
+    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
+        let g = self.session.generate(
+            prompt,
+            &GenerateOptions {
+                max_new_tokens: tokens,
+                eos_token_ids: Vec::new(),
+                use_kv_cache: true,
+                sampling: Default::default(),
+            },
+            false,
+        )?;
+        Ok(DecodeRun {
+            generated_ids: g.generated_ids,
+            prefill_ms: g.prefill_ms,
+            step_ms: g.step_ms,
+        })
+    }
+
+    fn threads(&self) -> usize {
+        self.session.backend().threads()
+    }
+}
+
+/// Parses `--prompt-ids`: comma- or space-separated token ids.
+pub fn parse_ids(s: &str) -> Result<Vec<u32>> {
+    s.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<u32>()
+                .map_err(|_| Error::msg(format!("--prompt-ids: {t:?} is not a token id")))
+        })
+        .collect()
+}

@@ -1,0 +1,196 @@
+//! `engine profile` on the tiny model: the `engine-profile/1` JSON has every contract field with
+//! the right types, its greedy ids equal `engine generate`'s, and bad requests fail clearly.
+
+use std::path::Path;
+use std::process::Command;
+
+use engine::tiny::{self, TinyConfig};
+use serde_json::Value;
+
+fn engine() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_engine"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run engine");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn tiny_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    tiny::write_package(dir.path(), 0, &TinyConfig::default()).unwrap();
+    dir
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn profile_json(dir: &Path, extra: &[&str]) -> Value {
+    let out = run_ok(
+        engine()
+            .args(["profile", "--model"])
+            .arg(dir)
+            .args(["--ep", "cpu", "--dtype", "f32", "--prompt", "hello world"])
+            .args(["--tokens", "12", "--warmups", "1", "--runs", "3"])
+            .args(["--decode-skip", "2", "--threads", "1", "--json"])
+            .args(extra),
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn profile_json_follows_the_contract_and_matches_generate() {
+    let dir = tiny_dir();
+    let v = profile_json(dir.path(), &[]);
+    assert_eq!(v["schema"], "engine-profile/1");
+    assert_eq!(v["model"], dir.path().display().to_string());
+    let sha = engine::package::Package::open(dir.path())
+        .unwrap()
+        .model
+        .sha256()
+        .unwrap();
+    assert_eq!(v["model_sha256"], sha.as_str());
+    assert_eq!(v["ep"], "cpu");
+    assert_eq!(v["dtype"], "f32");
+    assert_eq!(v["threads"], 1);
+    assert_eq!(v["layers"], TinyConfig::default().layers as u64);
+    assert!(!ids(&v["prompt_ids"]).is_empty());
+    let generated = ids(&v["generated_ids"]);
+    assert_eq!(generated.len(), 12, "exactly --tokens ids, EOS ignored");
+    assert!(v["prefill_ms"].as_f64().unwrap() > 0.0);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        let ms = r["ms_per_step"].as_f64().unwrap();
+        let tok_s = r["tok_s"].as_f64().unwrap();
+        assert!(ms > 0.0 && (tok_s * ms / 1e3 - 1.0).abs() < 1e-9, "{r}");
+    }
+    let med = v["median_ms_per_step"].as_f64().unwrap();
+    let mut ms: Vec<f64> = runs
+        .iter()
+        .map(|r| r["ms_per_step"].as_f64().unwrap())
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    assert_eq!(med, ms[1]);
+    assert!(v["median_tok_s"].as_f64().unwrap() > 0.0);
+    assert!(v["cuda_graph"].is_null(), "null on cpu");
+    assert!(v["device_kv"].is_null(), "null on cpu");
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    for k in [
+        "schema",
+        "model",
+        "model_sha256",
+        "ep",
+        "dtype",
+        "threads",
+        "layers",
+        "prompt_ids",
+        "generated_ids",
+        "prefill_ms",
+        "runs",
+        "median_ms_per_step",
+        "median_tok_s",
+        "cuda_graph",
+        "device_kv",
+    ] {
+        assert!(keys.contains(&k), "missing key {k} in {v}");
+    }
+
+    // The same greedy ids as `engine generate` (which stops on EOS unless told not to).
+    let g: Value = serde_json::from_str(
+        run_ok(
+            engine()
+                .args(["generate", "--model"])
+                .arg(dir.path())
+                .args(["--prompt", "hello world", "--max-tokens", "12"])
+                .args(["--ignore-eos", "--threads", "1", "--json"]),
+        )
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(ids(&g["generated_ids"]), generated);
+    assert_eq!(ids(&g["prompt_ids"]), ids(&v["prompt_ids"]));
+
+    // --prompt-ids gives the same run.
+    let list: Vec<String> = ids(&v["prompt_ids"]).iter().map(u64::to_string).collect();
+    let out = run_ok(
+        engine()
+            .args(["profile", "--model"])
+            .arg(dir.path())
+            .args(["--prompt-ids", &list.join(","), "--tokens", "12"])
+            .args(["--warmups", "0", "--runs", "1", "--threads", "1", "--json"]),
+    );
+    let w: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(ids(&w["generated_ids"]), generated);
+}
+
+#[test]
+fn profile_text_output_reports_throughput() {
+    let dir = tiny_dir();
+    let out = run_ok(
+        engine()
+            .args(["profile", "--model"])
+            .arg(dir.path())
+            .args(["--prompt", "hi", "--tokens", "4", "--runs", "1"])
+            .args(["--warmups", "0", "--threads", "1"]),
+    );
+    assert!(
+        out.contains("throughput: ") && out.contains(" tok/s, "),
+        "{out}"
+    );
+    assert!(out.contains(" ms/step"), "{out}");
+    assert!(!out.contains("cuda_graph"), "{out}");
+}
+
+fn fails_with(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+    assert!(err.contains(needle), "{cmd:?}: want {needle:?} in {err}");
+}
+
+#[test]
+fn profile_rejects_a_dtype_other_than_the_packages() {
+    let dir = tiny_dir();
+    fails_with(
+        engine()
+            .args(["profile", "--model"])
+            .arg(dir.path())
+            .args(["--dtype", "f16", "--prompt", "hi", "--tokens", "4"]),
+        "--dtype f16 does not match the package's dtype f32",
+    );
+    fails_with(
+        engine().args(["profile", "--model"]).arg(dir.path()).args([
+            "--prompt",
+            "hi",
+            "--tokens",
+            "4",
+            "--decode-skip",
+            "3",
+        ]),
+        "--decode-skip 3 leaves no timed step",
+    );
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn profile_cuda_without_the_feature_is_a_clear_error() {
+    let dir = tiny_dir();
+    fails_with(
+        engine()
+            .args(["profile", "--model"])
+            .arg(dir.path())
+            .args(["--ep", "cuda", "--prompt", "hi", "--tokens", "4"]),
+        "engine was built without the `cuda` feature",
+    );
+}
