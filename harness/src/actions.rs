@@ -171,6 +171,7 @@ mod tests {
             failures: vec![],
             wall_s: 1.0,
             reproduce: vec![],
+            e2e: None,
         }
     }
 

@@ -110,6 +110,144 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
     Ok(exes)
 }
 
+/// The `engine` and `oracle` executables of one revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct E2eBins {
+    pub engine: PathBuf,
+    pub oracle: PathBuf,
+}
+
+/// What to build for the end-to-end checks.
+#[derive(Clone)]
+pub struct BinsRequest<'a> {
+    pub dir: &'a Path,
+    pub target_dir: &'a Path,
+    /// The packages with the `engine` and `oracle` binaries.
+    pub engine_package: &'a str,
+    pub oracle_package: &'a str,
+    /// Build the engine with its `cuda` feature (only when this revision's engine has one).
+    pub cuda: bool,
+    pub on_line: &'a (dyn Fn(&str) + Sync),
+}
+
+/// `cargo build --release --bin engine --bin oracle` in the worktree, with the same persistent
+/// target dir as its benches (the bench profile inherits release, so the dependencies are built
+/// once). The engine's `cuda` feature is turned on when asked and the revision has it (a revision
+/// from before the CUDA backend builds without it: its CUDA checks then say so, ⏭).
+pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(req.dir)
+        .args([
+            "build",
+            "--release",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["-p", req.engine_package, "-p", req.oracle_package])
+        .args(["--bin", "engine", "--bin", "oracle"]);
+    if req.cuda && package_has_feature(req.dir, req.engine_package, "cuda") {
+        cmd.arg("--features")
+            .arg(format!("{}/cuda", req.engine_package));
+    }
+    cmd.env("CARGO_TARGET_DIR", req.target_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| BuildFailure {
+        message: format!("cannot run cargo in {}: {e}", req.dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    let stderr = child.stderr.take().expect("piped");
+    let on_line = req.on_line;
+    let (stdout, stderr_lines) = std::thread::scope(|s| {
+        let err = s.spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                on_line(&line);
+                lines.push(line);
+            }
+            lines
+        });
+        let mut stdout = String::new();
+        let _ = child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_string(&mut stdout);
+        (stdout, err.join().unwrap_or_default())
+    });
+    let status = child.wait().map_err(|e| BuildFailure {
+        message: format!("cargo in {}: {e}", req.dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    if !status.success() {
+        return Err(BuildFailure {
+            message: format!(
+                "`cargo build --release --bin engine --bin oracle` failed in {} ({status})",
+                req.dir.display()
+            ),
+            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
+        });
+    }
+    let bins = parse_bin_messages(&stdout);
+    match (bins.get("engine"), bins.get("oracle")) {
+        (Some(e), Some(o)) => Ok(E2eBins {
+            engine: e.clone(),
+            oracle: o.clone(),
+        }),
+        _ => Err(BuildFailure {
+            message: format!(
+                "cargo built no `engine` and `oracle` executables in {}",
+                req.dir.display()
+            ),
+            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
+        }),
+    }
+}
+
+/// Whether `package` in the workspace at `dir` declares `feature` (from `cargo metadata`).
+fn package_has_feature(dir: &Path, package: &str, feature: &str) -> bool {
+    let Ok(out) = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(dir)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+        return false;
+    };
+    v["packages"].as_array().is_some_and(|ps| {
+        ps.iter()
+            .any(|p| p["name"] == package && p["features"].get(feature).is_some())
+    })
+}
+
+/// The `bin` executables in cargo's `--message-format=json` stdout, by target name.
+pub fn parse_bin_messages(stdout: &str) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    for line in stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let is_bin = v["target"]["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "bin"));
+        if let (true, Some(exe), Some(name)) = (
+            is_bin,
+            v["executable"].as_str(),
+            v["target"]["name"].as_str(),
+        ) {
+            out.insert(name.to_string(), PathBuf::from(exe));
+        }
+    }
+    out
+}
+
 /// The `[[bench]]` target names of `packages` in the workspace at `dir`, from `cargo metadata`
 /// (None if cargo metadata fails: then cargo's own error is reported by the build).
 fn existing_bench_targets(dir: &Path, packages: &[String]) -> Option<Vec<String>> {
@@ -186,6 +324,16 @@ not json
             exes.by_target["kernels"],
             PathBuf::from("/t/release/deps/kernels-abc")
         );
+    }
+
+    #[test]
+    fn finds_the_engine_and_oracle_binaries() {
+        let msgs = r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"engine"},"executable":null}
+{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"engine"},"executable":"/t/release/engine"}
+{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"oracle"},"executable":"/t/release/oracle"}"#;
+        let bins = parse_bin_messages(msgs);
+        assert_eq!(bins.len(), 2);
+        assert_eq!(bins["oracle"], PathBuf::from("/t/release/oracle"));
     }
 
     #[test]

@@ -9,15 +9,17 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 
-use crate::build::{BenchExes, BuildRequest, build_benches};
-use crate::config::{Config, CriterionSettings};
+use crate::build::{BenchExes, BinsRequest, BuildRequest, build_benches, build_e2e_bins};
+use crate::config::{Config, CriterionSettings, Device};
 use crate::criterion::exact_filter;
+use crate::e2e::tools::Tools;
+use crate::e2e::{self, SideEnv};
 use crate::git::{Checkout, Repo, WORKING_TREE_SPEC};
 use crate::host;
 use crate::results::{
     BenchResult, Failure, HostInfo, Method, Results, Revision, SCHEMA, SideResult, Status,
 };
-use crate::run::{Collect, Collected, CriterionMeasurer, Measurer, TargetPlan, run_rounds};
+use crate::run::{Collect, Collected, CriterionMeasurer, Measurer, Side, TargetPlan, run_rounds};
 use crate::stats::{self, BenchInput, NoiseProfile, Phase, Policy};
 
 /// Where progress goes: a bar on a TTY, plain lines otherwise.
@@ -54,6 +56,119 @@ pub struct CompareOptions {
     pub profile: ProfileChoice,
     /// `(i, n)`: measure only the i-th of n disjoint parts of the suite (1-based).
     pub shard: Option<(u32, u32)>,
+    /// The end-to-end part (the suite's `e2e` cases).
+    pub e2e: E2eOptions,
+}
+
+/// Options of the end-to-end checks shared by `compare` and `e2e`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct E2eOptions {
+    /// Only these devices (empty: every device a case lists).
+    pub devices: Vec<Device>,
+    /// A CUDA check that does not run is an error (exit 2), not ⏭.
+    pub require_cuda: bool,
+    /// Prebuilt binaries per side (`[base, head]`): that side's are not built.
+    pub engine_bin: [Option<PathBuf>; 2],
+    pub oracle_bin: [Option<PathBuf>; 2],
+}
+
+/// Parses `--engine-bin`/`--oracle-bin` values of `compare`: `base=PATH`, `head=PATH`, or a bare
+/// `PATH` for both sides (an A/A run of one binary). Returns `[base, head]`.
+pub fn parse_side_bins(flag: &str, values: &[String]) -> Result<[Option<PathBuf>; 2], String> {
+    let mut out: [Option<PathBuf>; 2] = [None, None];
+    for v in values {
+        let (slots, path): (&[usize], &str) = match v.split_once('=') {
+            Some(("base", p)) => (&[0], p),
+            Some(("head", p)) => (&[1], p),
+            _ => (&[0, 1], v.as_str()),
+        };
+        if path.is_empty() {
+            return Err(format!(
+                "{flag} {v:?}: expected base=PATH, head=PATH or PATH"
+            ));
+        }
+        for &i in slots {
+            if out[i].is_some() {
+                return Err(format!(
+                    "{flag}: the {} binary is given twice",
+                    ["base", "head"][i]
+                ));
+            }
+            out[i] = Some(PathBuf::from(path));
+        }
+    }
+    Ok(out)
+}
+
+/// Checks a prebuilt binary exists, naming the flag.
+fn prebuilt(flag: &str, p: &Path) -> Result<PathBuf, String> {
+    if p.is_file() {
+        Ok(std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+    } else {
+        Err(format!("{flag} {}: no such file", p.display()))
+    }
+}
+
+/// One side's `engine`/`oracle`: the prebuilt ones when given, else built in its worktree with
+/// its slot's target dir.
+pub fn e2e_tools(
+    side: Side,
+    dir: &Path,
+    target_dir: &Path,
+    config: &Config,
+    opts: &E2eOptions,
+    cuda: bool,
+    progress: &dyn Progress,
+) -> Result<Tools, String> {
+    let i = match side {
+        Side::Base => 0,
+        Side::Head => 1,
+    };
+    let e2e = config
+        .e2e
+        .as_ref()
+        .ok_or("harness.yaml has no e2e section")?;
+    let given_engine = opts.engine_bin[i]
+        .as_deref()
+        .map(|p| prebuilt("--engine-bin", p))
+        .transpose()?;
+    let given_oracle = opts.oracle_bin[i]
+        .as_deref()
+        .map(|p| prebuilt("--oracle-bin", p))
+        .transpose()?;
+    if let (Some(engine), Some(oracle)) = (&given_engine, &given_oracle) {
+        return Ok(Tools {
+            engine: engine.clone(),
+            oracle: oracle.clone(),
+        });
+    }
+    progress.stage(&format!(
+        "building {} engine and oracle (release{}) in {}",
+        side.name(),
+        if cuda { ", cuda" } else { "" },
+        dir.display()
+    ));
+    let on_line = |l: &str| progress.line(l);
+    let bins = build_e2e_bins(&BinsRequest {
+        dir,
+        target_dir,
+        engine_package: &e2e.engine_package,
+        oracle_package: &e2e.oracle_package,
+        cuda,
+        on_line: &on_line,
+    })
+    .map_err(|f| {
+        let mut m = f.message;
+        for l in f.log_tail.iter().rev().take(8).rev() {
+            m.push_str("\n");
+            m.push_str(l);
+        }
+        m
+    })?;
+    Ok(Tools {
+        engine: given_engine.unwrap_or(bins.engine),
+        oracle: given_oracle.unwrap_or(bins.oracle),
+    })
 }
 
 /// Parses `i/n` (1 ≤ i ≤ n).
@@ -478,78 +593,87 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let head_wt = repo.checkout("head", head_co, &opts.cache_dir)?;
 
     let mut failures = Vec::new();
-    let base_exes = build_side(
-        "base",
-        &base_wt.path,
-        &opts.cache_dir.join("target").join("base"),
-        &opts.config,
-        &targets,
-        progress,
-    )
-    .map_err(|f| failures.push(f))
-    .ok();
-    let head_exes = build_side(
-        "head",
-        &head_wt.path,
-        &opts.cache_dir.join("target").join("head"),
-        &opts.config,
-        &targets,
-        progress,
-    )
-    .map_err(|f| failures.push(f))
-    .ok();
-
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
-    if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
-        let plan = match opts.shard {
-            None => plan.clone(),
-            Some(shard) => {
-                let ids_of = |tp: &TargetPlan| -> Vec<String> {
-                    let mut ids = Vec::new();
-                    for exes in [&base_exes, &head_exes] {
-                        if let Some(exe) = exes.by_target.get(&tp.target) {
-                            ids.extend(list_ids(exe, tp.filter.as_deref()));
-                        }
-                    }
-                    ids
-                };
-                let p = shard_plan(&plan, &ids_of, shard);
-                progress.stage(&format!(
-                    "shard {}/{}: {} bench target(s)",
-                    shard.0,
-                    shard.1,
-                    p.len()
-                ));
-                p
-            }
-        };
-        let work_dir = opts.cache_dir.join("runs").join("current");
-        let _ = std::fs::remove_dir_all(&work_dir);
-        let mut m = CriterionMeasurer {
-            base: base_exes,
-            head: head_exes,
-            args: criterion.args(),
-            work_dir: work_dir.clone(),
-            on_line: Box::new(|_| {}),
-        };
-        let (collected, b) = measure_and_decide(
-            &mut m,
-            &plan,
-            policy,
-            rounds,
-            profile.as_ref().map(|(p, _)| p),
+    if !targets.is_empty() {
+        let base_exes = build_side(
+            "base",
+            &base_wt.path,
+            &opts.cache_dir.join("target").join("base"),
+            &opts.config,
+            &targets,
             progress,
-        );
-        failures.extend(collected.failures);
-        round_infos = collected.rounds;
-        benches = b;
-        let _ = std::fs::remove_dir_all(&work_dir);
+        )
+        .map_err(|f| failures.push(f))
+        .ok();
+        let head_exes = build_side(
+            "head",
+            &head_wt.path,
+            &opts.cache_dir.join("target").join("head"),
+            &opts.config,
+            &targets,
+            progress,
+        )
+        .map_err(|f| failures.push(f))
+        .ok();
+        if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
+            let (r, b) = measure_benches(
+                opts, &plan, base_exes, head_exes, policy, rounds, &criterion, &profile, progress,
+            );
+            failures.extend(r.failures);
+            round_infos = r.rounds;
+            benches = b;
+        }
     }
+
+    // The end-to-end checks: in a sharded run, shard 1 carries them all.
+    let e2e_cases = &suite.e2e;
+    let e2e_results = match (&opts.config.e2e, opts.shard) {
+        (Some(cfg), shard) if !e2e_cases.is_empty() && shard.is_none_or(|(i, _)| i == 1) => {
+            let checks = e2e::plan_checks(cfg, e2e_cases, &opts.e2e.devices, &head_wt.path)
+                .map_err(anyhow::Error::msg)?;
+            let cuda = checks.iter().any(|c| c.device == Device::Cuda);
+            let work = opts.cache_dir.join("runs").join("e2e");
+            let _ = std::fs::remove_dir_all(&work);
+            let mut envs = Vec::new();
+            for (side, wt) in [(Side::Base, &base_wt), (Side::Head, &head_wt)] {
+                let tools = e2e_tools(
+                    side,
+                    &wt.path,
+                    &opts.cache_dir.join("target").join(side.name()),
+                    &opts.config,
+                    &opts.e2e,
+                    cuda,
+                    progress,
+                );
+                envs.push(SideEnv::new(
+                    side,
+                    tools,
+                    wt.path.clone(),
+                    work.join(side.name()),
+                ));
+            }
+            let [mut b, mut h]: [SideEnv; 2] =
+                envs.try_into().map_err(|_| anyhow::anyhow!("two sides"))?;
+            let r = e2e::run_compare(
+                cfg,
+                &checks,
+                &mut b,
+                &mut h,
+                policy,
+                rounds,
+                opts.e2e.require_cuda,
+                progress,
+            );
+            let _ = std::fs::remove_dir_all(&work);
+            Some(r)
+        }
+        _ => None,
+    };
     base_wt.release()?;
     head_wt.release()?;
 
-    let outcome = Results::decide(&benches, &failures);
+    let outcome = Results::decide_all(&benches, &failures, e2e_results.as_ref());
     let profile_desc = profile.as_ref().map(|(p, path)| {
         format!(
             "{} (host {}, {} A/A trials)",
@@ -592,6 +716,213 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         outcome,
         wall_s: t0.elapsed().as_secs_f64(),
         reproduce,
+        e2e: e2e_results,
+    })
+}
+
+/// Shards the plan, runs the interleaved rounds of the bench executables and decides.
+fn measure_benches(
+    opts: &CompareOptions,
+    plan: &[TargetPlan],
+    base_exes: BenchExes,
+    head_exes: BenchExes,
+    policy: &Policy,
+    rounds: u32,
+    criterion: &CriterionSettings,
+    profile: &Option<(NoiseProfile, PathBuf)>,
+    progress: &dyn Progress,
+) -> (Collected, Vec<BenchResult>) {
+    let plan = match opts.shard {
+        None => plan.to_vec(),
+        Some(shard) => {
+            let ids_of = |tp: &TargetPlan| -> Vec<String> {
+                let mut ids = Vec::new();
+                for exes in [&base_exes, &head_exes] {
+                    if let Some(exe) = exes.by_target.get(&tp.target) {
+                        ids.extend(list_ids(exe, tp.filter.as_deref()));
+                    }
+                }
+                ids
+            };
+            let p = shard_plan(plan, &ids_of, shard);
+            progress.stage(&format!(
+                "shard {}/{}: {} bench target(s)",
+                shard.0,
+                shard.1,
+                p.len()
+            ));
+            p
+        }
+    };
+    let work_dir = opts.cache_dir.join("runs").join("current");
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let mut m = CriterionMeasurer {
+        base: base_exes,
+        head: head_exes,
+        args: criterion.args(),
+        work_dir: work_dir.clone(),
+        on_line: Box::new(|_| {}),
+    };
+    let r = measure_and_decide(
+        &mut m,
+        &plan,
+        policy,
+        rounds,
+        profile.as_ref().map(|(p, _)| p),
+        progress,
+    );
+    let _ = std::fs::remove_dir_all(&work_dir);
+    r
+}
+
+/// What `harness e2e` runs.
+#[derive(Clone, Debug)]
+pub struct E2eRunOptions {
+    pub repo_dir: PathBuf,
+    pub config: Config,
+    /// The cases (empty: every case of `e2e.cases`).
+    pub cases: Vec<String>,
+    /// Label of the selection for the report (`suite quick`, `all cases`).
+    pub selection: String,
+    /// None: the working tree (uncommitted changes included), else HEAD.
+    pub rev: Option<String>,
+    pub cache_dir: PathBuf,
+    /// `engine_bin[1]` / `oracle_bin[1]` are the prebuilt binaries, if given.
+    pub e2e: E2eOptions,
+}
+
+/// `harness e2e`: the end-to-end checks of one revision (nightly): correctness against the
+/// oracle and the goldens, and decode speed without a comparison. With both prebuilt binaries
+/// and no `--rev`, nothing is checked out or built: goldens and relative model paths are read
+/// from the repository's working tree.
+pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Result<Results> {
+    let t0 = Instant::now();
+    let cfg = opts.config.e2e.as_ref().with_context(|| {
+        format!(
+            "{} has no e2e section: nothing to check",
+            crate::config::FILE_NAME
+        )
+    })?;
+    let repo = Repo::open(&opts.repo_dir)?;
+    let prebuilt = opts.e2e.engine_bin[1].is_some() && opts.e2e.oracle_bin[1].is_some();
+    let (rev, checkout) = match &opts.rev {
+        Some(spec) => {
+            let r = repo.resolve(spec)?;
+            let co = Checkout::Commit(r.sha.clone());
+            (r, co)
+        }
+        None if repo.is_dirty()? => (repo.resolve_working_tree()?, Checkout::WorkingTree),
+        None => {
+            let r = repo.resolve("HEAD")?;
+            let co = Checkout::Commit(r.sha.clone());
+            (r, co)
+        }
+    };
+    std::fs::create_dir_all(&opts.cache_dir)
+        .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
+    let worktree = if prebuilt && opts.rev.is_none() {
+        None
+    } else {
+        progress.stage(&format!("checking out {} ({})", short(&rev.sha), rev.spec));
+        Some(repo.checkout("head", checkout, &opts.cache_dir)?)
+    };
+    let root = match &worktree {
+        Some(wt) => wt.path.clone(),
+        None => repo
+            .workdir()
+            .map(Path::to_path_buf)
+            .context("a bare repository has no goldens to read")?,
+    };
+    let checks =
+        e2e::plan_checks(cfg, &opts.cases, &opts.e2e.devices, &root).map_err(anyhow::Error::msg)?;
+    if checks.is_empty() {
+        bail!(
+            "no end-to-end checks selected ({}{})",
+            opts.selection,
+            if opts.e2e.devices.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", devices {}",
+                    opts.e2e
+                        .devices
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    let cuda = checks.iter().any(|c| c.device == Device::Cuda);
+    let tools = e2e_tools(
+        Side::Head,
+        &root,
+        &opts.cache_dir.join("target").join("head"),
+        &opts.config,
+        &opts.e2e,
+        cuda,
+        progress,
+    );
+    let work = opts.cache_dir.join("runs").join("e2e-single");
+    let _ = std::fs::remove_dir_all(&work);
+    let mut env = SideEnv::new(Side::Head, tools, root, work.clone());
+    progress.stage(&format!("e2e: {} check(s)", checks.len()));
+    let e2e = e2e::run_single(cfg, &checks, &mut env, opts.e2e.require_cuda, progress);
+    let _ = std::fs::remove_dir_all(&work);
+    if let Some(wt) = worktree {
+        wt.release()?;
+    }
+    let mut reproduce = vec![format!(
+        "harness e2e {}{}{}",
+        match &opts.rev {
+            Some(_) => format!("--rev {}", rev.sha),
+            None if prebuilt => "--engine-bin ENGINE --oracle-bin ORACLE".to_string(),
+            None => "--rev <working tree>".to_string(),
+        },
+        opts.e2e
+            .devices
+            .iter()
+            .map(|d| format!(" --device {}", d.name()))
+            .collect::<String>(),
+        if opts.e2e.require_cuda {
+            " --require-cuda"
+        } else {
+            ""
+        }
+    )];
+    reproduce.push(format!(
+        "engine profile --model MODEL --ep DEVICE --prompt-ids IDS --tokens N {} --json",
+        e2e.profile_args.join(" ")
+    ));
+    let outcome = Results::decide_all(&[], &[], Some(&e2e));
+    Ok(Results {
+        schema: SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix_s: now_unix(),
+        suite: opts.selection.clone(),
+        shard: None,
+        base: rev.clone(),
+        head: rev,
+        host: host::collect(),
+        method: Method {
+            rounds: 1,
+            confirmation_rounds: 0,
+            order: "single revision (no A/B)".into(),
+            criterion_args: Vec::new(),
+            confidence: opts.config.policy.confidence,
+            alpha: opts.config.policy.alpha,
+            correction: "holm".into(),
+            floor: opts.config.policy.floor,
+            profile: None,
+        },
+        rounds: Vec::new(),
+        benches: Vec::new(),
+        failures: Vec::new(),
+        outcome,
+        wall_s: t0.elapsed().as_secs_f64(),
+        reproduce,
+        e2e: Some(e2e),
     })
 }
 
@@ -742,6 +1073,16 @@ pub fn merge(parts: Vec<Results>) -> anyhow::Result<Results> {
         out.wall_s = out.wall_s.max(r.wall_s);
         shards.extend(r.shard);
         out.reproduce.extend(r.reproduce);
+        out.e2e = match (out.e2e.take(), r.e2e) {
+            (Some(mut a), Some(b)) => {
+                a.correctness.extend(b.correctness);
+                a.speed.extend(b.speed);
+                a.failures.extend(b.failures);
+                a.require_cuda |= b.require_cuda;
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
     }
     out.reproduce.dedup();
     shards.sort();
@@ -756,7 +1097,7 @@ pub fn merge(parts: Vec<Results>) -> anyhow::Result<Results> {
         );
     }
     out.shard = None;
-    out.outcome = Results::decide(&out.benches, &out.failures);
+    out.outcome = Results::decide_all(&out.benches, &out.failures, out.e2e.as_ref());
     Ok(out)
 }
 
@@ -878,6 +1219,7 @@ mod tests {
             outcome: Outcome::Pass,
             wall_s: shard.0 as f64,
             reproduce: vec![format!("harness compare --shard {}/{}", shard.0, shard.1)],
+            e2e: None,
         }
     }
 

@@ -1,6 +1,7 @@
-//! `harness.yaml`: what the gate runs for a repository (bench targets and suites, rounds, criterion
-//! settings, statistics policy, per-benchmark thresholds, failure policy). Parsed with
-//! serde-saphyr, unknown keys rejected, then validated; every error names the file and the key.
+//! `harness.yaml`: what the gate runs for a repository (bench targets and suites, end-to-end cases,
+//! rounds, criterion settings, statistics policy, per-benchmark thresholds, failure policy).
+//! Parsed with serde-saphyr, unknown keys rejected, then validated; every error names the file and
+//! the key.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,13 +99,18 @@ impl CriterionSettings {
 }
 
 /// A named set of benchmarks: per bench target (the `[[bench]]` name), the criterion id regexes
-/// to run (`[]` or absent = all of that target).
+/// to run (`[]` = all of that target); and the end-to-end cases (names from `e2e.cases`) it runs.
+/// A suite needs at least one of the two.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Suite {
     #[serde(default)]
     pub description: Option<String>,
+    #[serde(default)]
     pub benches: BTreeMap<String, Vec<String>>,
+    /// End-to-end cases (keys of `e2e.cases`).
+    #[serde(default)]
+    pub e2e: Vec<String>,
     /// Overrides `policy.rounds` for this suite (a quick suite runs fewer).
     #[serde(default)]
     pub rounds: Option<u32>,
@@ -132,6 +138,255 @@ pub struct Config {
     pub policy: Policy,
     #[serde(default = "default_fail_on")]
     pub fail_on: FailOn,
+    /// End-to-end decode cases (correctness against the oracle and goldens, speed A/B).
+    #[serde(default)]
+    pub e2e: Option<E2eConfig>,
+}
+
+/// Where an end-to-end check runs (`engine profile --ep`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+#[derive(clap::ValueEnum)]
+pub enum Device {
+    Cpu,
+    Cuda,
+}
+
+impl Device {
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
+}
+
+/// The float type of an end-to-end check (`engine profile --dtype`; it selects the package).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    F32,
+    F16,
+}
+
+impl Dtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+        }
+    }
+}
+
+/// The model names the harness knows how to provision; anything else is a package path.
+pub const MODEL_TINY: &str = "tiny";
+pub const MODEL_SMOLLM2: &str = "smollm2-135m-instruct";
+
+/// `goldens: all` or a list of golden case names (`goldens/<model>/<name>.json`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum GoldenSelection {
+    All(String),
+    Named(Vec<String>),
+}
+
+/// One end-to-end case: a model, what to decode (golden cases and/or named prompts), on which
+/// devices, in which float type.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2eCase {
+    /// `tiny` (built by each revision's `engine tiny`), `smollm2-135m-instruct` (provisioned by
+    /// `engine fetch smollm2`), or a model package directory (relative to the repository root).
+    pub model: String,
+    /// Golden cases of the model (`all` or names): their prompt ids, token count and tokens.
+    #[serde(default)]
+    pub goldens: Option<GoldenSelection>,
+    /// Named prompt texts (no golden: engine vs oracle only).
+    #[serde(default)]
+    pub prompts: BTreeMap<String, String>,
+    /// New tokens per decode (default: the golden's `max_new_tokens`, else `e2e.tokens`).
+    #[serde(default)]
+    pub tokens: Option<u32>,
+    #[serde(default = "default_devices")]
+    pub devices: Vec<Device>,
+    #[serde(default = "default_dtype")]
+    pub dtype: Dtype,
+}
+
+fn default_devices() -> Vec<Device> {
+    vec![Device::Cpu]
+}
+fn default_dtype() -> Dtype {
+    Dtype::F32
+}
+
+/// The `e2e:` section: how `engine profile` is run, and the cases.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2eConfig {
+    /// Timed runs per `engine profile` call (one call per side per round).
+    #[serde(default = "default_e2e_runs")]
+    pub runs: u32,
+    /// Untimed whole runs before them.
+    #[serde(default = "default_e2e_warmups")]
+    pub warmups: u32,
+    /// Decode steps at the start of each run excluded from timing.
+    #[serde(default = "default_decode_skip")]
+    pub decode_skip: u32,
+    /// CPU threads of the engine (0 = all cores; 1 keeps base and head from competing).
+    #[serde(default = "default_e2e_threads")]
+    pub threads: u32,
+    /// New tokens for prompt cases without their own `tokens`.
+    #[serde(default = "default_e2e_tokens")]
+    pub tokens: u32,
+    /// Seed of the `tiny` model (`engine tiny --seed`); the tiny goldens are made with seed 0.
+    #[serde(default)]
+    pub tiny_seed: u64,
+    /// The cargo packages with the `engine` and `oracle` binaries.
+    #[serde(default = "default_engine_package")]
+    pub engine_package: String,
+    #[serde(default = "default_oracle_package")]
+    pub oracle_package: String,
+    pub cases: BTreeMap<String, E2eCase>,
+}
+
+fn default_e2e_runs() -> u32 {
+    3
+}
+fn default_e2e_warmups() -> u32 {
+    1
+}
+fn default_decode_skip() -> u32 {
+    1
+}
+fn default_e2e_threads() -> u32 {
+    1
+}
+fn default_e2e_tokens() -> u32 {
+    32
+}
+fn default_engine_package() -> String {
+    "engine".into()
+}
+fn default_oracle_package() -> String {
+    "oracles".into()
+}
+
+impl E2eConfig {
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.runs == 0 {
+            return Err(("e2e.runs".into(), "must be at least 1".into()));
+        }
+        if self.tokens < 2 || self.decode_skip + 1 >= self.tokens {
+            return Err((
+                "e2e.tokens".into(),
+                format!(
+                    "{} tokens leave no timed decode step after decode_skip {} (need tokens >= decode_skip + 2)",
+                    self.tokens, self.decode_skip
+                ),
+            ));
+        }
+        if self.cases.is_empty() {
+            return Err(("e2e.cases".into(), "define at least one case".into()));
+        }
+        for (name, c) in &self.cases {
+            let key = |k: &str| format!("e2e.cases.{name}.{k}");
+            if name.is_empty() || name.contains(['/', ' ']) {
+                return Err((
+                    format!("e2e.cases.{name}"),
+                    "case names are non-empty and have no '/' or spaces (they are part of row ids)"
+                        .into(),
+                ));
+            }
+            if c.model.trim().is_empty() {
+                return Err((
+                    key("model"),
+                    format!("empty: use {MODEL_TINY}, {MODEL_SMOLLM2} or a package directory"),
+                ));
+            }
+            let named = c.model == MODEL_TINY || c.model == MODEL_SMOLLM2;
+            match &c.goldens {
+                Some(GoldenSelection::All(s)) if s != "all" => {
+                    return Err((
+                        key("goldens"),
+                        format!("{s:?}: expected `all` or a list of golden case names"),
+                    ));
+                }
+                Some(GoldenSelection::Named(v)) if v.is_empty() => {
+                    return Err((
+                        key("goldens"),
+                        "empty list: name at least one golden case, or write `all`".into(),
+                    ));
+                }
+                Some(GoldenSelection::Named(v)) => {
+                    if let Some(bad) = v.iter().find(|n| n.is_empty() || n.contains(['/', '.'])) {
+                        return Err((
+                            key("goldens"),
+                            format!("{bad:?}: a golden case is a file stem such as capital_plain"),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            if c.goldens.is_some() && !named {
+                return Err((
+                    key("goldens"),
+                    format!(
+                        "goldens exist for the named models ({MODEL_TINY}, {MODEL_SMOLLM2}), not for the package path {:?}; use prompts",
+                        c.model
+                    ),
+                ));
+            }
+            if c.goldens.is_none() && c.prompts.is_empty() {
+                return Err((
+                    format!("e2e.cases.{name}"),
+                    "give goldens (`all` or names) or prompts (name: text)".into(),
+                ));
+            }
+            for (p, text) in &c.prompts {
+                if p.is_empty() || p.contains(['/', ' ']) {
+                    return Err((
+                        key("prompts"),
+                        format!("{p:?}: prompt names are non-empty and have no '/' or spaces"),
+                    ));
+                }
+                if text.is_empty() {
+                    return Err((key(&format!("prompts.{p}")), "empty prompt".into()));
+                }
+            }
+            if let Some(t) = c.tokens
+                && (t < 2 || self.decode_skip + 1 >= t)
+            {
+                return Err((
+                    key("tokens"),
+                    format!(
+                        "{t} tokens leave no timed decode step after e2e.decode_skip {}",
+                        self.decode_skip
+                    ),
+                ));
+            }
+            if c.devices.is_empty() {
+                return Err((
+                    key("devices"),
+                    "list at least one device (cpu, cuda)".into(),
+                ));
+            }
+            let mut d = c.devices.clone();
+            d.sort();
+            d.dedup();
+            if d.len() != c.devices.len() {
+                return Err((key("devices"), "a device is listed twice".into()));
+            }
+            if c.dtype == Dtype::F16 && c.model == MODEL_TINY {
+                return Err((key("dtype"), "the tiny model is built in f32 only".into()));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_suite() -> String {
@@ -185,11 +440,35 @@ impl Config {
         }
         check_criterion(&self.criterion, "criterion").map_err(|(k, m)| bad(&k, m))?;
         for (name, suite) in &self.suites {
-            if suite.benches.is_empty() {
+            if suite.benches.is_empty() && suite.e2e.is_empty() {
                 return Err(bad(
-                    &format!("suites.{name}.benches"),
-                    "list at least one bench target".into(),
+                    &format!("suites.{name}"),
+                    "list at least one bench target (benches) or end-to-end case (e2e)".into(),
                 ));
+            }
+            for case in &suite.e2e {
+                let known = self
+                    .e2e
+                    .as_ref()
+                    .is_some_and(|e| e.cases.contains_key(case));
+                if !known {
+                    let names: Vec<String> = self
+                        .e2e
+                        .as_ref()
+                        .map(|e| e.cases.keys().cloned().collect())
+                        .unwrap_or_default();
+                    return Err(bad(
+                        &format!("suites.{name}.e2e"),
+                        format!(
+                            "no end-to-end case named {case:?} in e2e.cases (cases: {})",
+                            if names.is_empty() {
+                                "none".into()
+                            } else {
+                                names.join(", ")
+                            }
+                        ),
+                    ));
+                }
             }
             if let Some(r) = suite.rounds
                 && r < 2
@@ -209,6 +488,9 @@ impl Config {
                         .map_err(|m| bad(&format!("suites.{name}.benches.{target}"), m))?;
                 }
             }
+        }
+        if let Some(e2e) = &self.e2e {
+            e2e.validate().map_err(|(k, m)| bad(&k, m))?;
         }
         self.policy.validate().map_err(|e| {
             bad(

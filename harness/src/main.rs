@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use harness::compare::{
-    CompareOptions, ProfileChoice, Progress, default_cache_root, repo_cache_dir,
+    CompareOptions, E2eOptions, E2eRunOptions, ProfileChoice, Progress, default_cache_root,
+    parse_side_bins, repo_cache_dir,
 };
 use harness::config::{self, Config, FailOn};
 use harness::git::Repo;
@@ -85,11 +86,61 @@ enum Cmd {
         /// results.json with `harness merge`.
         #[arg(long, value_parser = harness::compare::parse_shard, value_name = "I/N")]
         shard: Option<(u32, u32)>,
+        /// Prebuilt engine binaries instead of building them: base=PATH and head=PATH (or a bare
+        /// PATH for both sides).
+        #[arg(long, value_name = "[SIDE=]PATH")]
+        engine_bin: Vec<String>,
+        /// Prebuilt oracle binaries, like --engine-bin.
+        #[arg(long, value_name = "[SIDE=]PATH")]
+        oracle_bin: Vec<String>,
+        /// Only end-to-end checks on this device (repeatable; default: every device a case lists).
+        #[arg(long, value_enum)]
+        device: Vec<config::Device>,
+        /// A CUDA end-to-end check that cannot run (no GPU, engine without CUDA) is an error
+        /// (exit 2) instead of ⏭.
+        #[arg(long)]
+        require_cuda: bool,
         /// Then post the report as the PR's sticky comment (see `harness post`; repository and
         /// PR from the Actions environment). A failure to post is printed and does not change
         /// the exit status, which stays the gate's.
         #[arg(long)]
         post: bool,
+    },
+    /// End-to-end checks of one revision (nightly): engine tokens vs the oracle and the goldens,
+    /// and decode speed (no comparison). Exit 0 all ran and agree, 1 a check diverged or failed,
+    /// 2 could not run (with --require-cuda: a CUDA check could not run).
+    E2e {
+        /// Revision to check (default: the working tree; with both --engine-bin and --oracle-bin,
+        /// nothing is built and goldens are read from the working tree).
+        #[arg(long, conflicts_with_all = ["engine_bin", "oracle_bin"])]
+        rev: Option<String>,
+        /// A prebuilt engine binary (e.g. target/release/engine built with --features cuda).
+        #[arg(long)]
+        engine_bin: Option<PathBuf>,
+        /// A prebuilt oracle binary.
+        #[arg(long)]
+        oracle_bin: Option<PathBuf>,
+        /// Only checks on this device (repeatable; default: every device a case lists).
+        #[arg(long, value_enum)]
+        device: Vec<config::Device>,
+        /// Only this case of harness.yaml's e2e.cases (repeatable; default: the --suite's e2e
+        /// cases, else every case).
+        #[arg(long)]
+        case: Vec<String>,
+        /// A CUDA check that cannot run (no GPU, engine built without CUDA, model missing) is an
+        /// error (exit 2) instead of ⏭.
+        #[arg(long)]
+        require_cuda: bool,
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_enum, default_value = "term")]
+        format: Format,
+        /// Write results.json and report.md here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// When the exit status is 1 (default: harness.yaml's fail_on).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
     },
     /// Post a saved results.json as the PR's sticky comment (update the report's comment, else
     /// create it). Token from GITHUB_TOKEN, API from GITHUB_API_URL. Exit 0 posted, 2 not.
@@ -338,9 +389,21 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             profile,
             no_profile,
             shard,
+            engine_bin,
+            oracle_bin,
+            device,
+            require_cuda,
             post,
         } => {
             let r = resolve_common(&common)?;
+            let e2e = E2eOptions {
+                devices: device,
+                require_cuda,
+                engine_bin: parse_side_bins("--engine-bin", &engine_bin)
+                    .map_err(anyhow::Error::msg)?,
+                oracle_bin: parse_side_bins("--oracle-bin", &oracle_bin)
+                    .map_err(anyhow::Error::msg)?,
+            };
             let fail_on = fail_on.unwrap_or(r.config.fail_on);
             let opts = CompareOptions {
                 repo_dir: r.repo_root.clone(),
@@ -356,6 +419,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     (None, false) => ProfileChoice::Auto,
                 },
                 shard,
+                e2e,
             };
             let ui = Ui::new();
             let results = harness::compare::compare(&opts, &ui)?;
@@ -399,6 +463,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 cache_dir: r.cache_dir,
                 profile: ProfileChoice::Off,
                 shard: None,
+                e2e: E2eOptions::default(),
             };
             let ui = Ui::new();
             let (profile, path) = harness::compare::calibrate(&opts, rev.as_deref(), trials, &ui)?;
@@ -410,6 +475,55 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 path.display()
             );
             Ok(0)
+        }
+        Cmd::E2e {
+            rev,
+            engine_bin,
+            oracle_bin,
+            device,
+            case,
+            require_cuda,
+            common,
+            format,
+            out,
+            fail_on,
+        } => {
+            let explicit_suite = common.suite.clone();
+            let r = resolve_common(&common)?;
+            let fail_on = fail_on.unwrap_or(r.config.fail_on);
+            let (cases, selection) = match (case.is_empty(), &explicit_suite) {
+                (false, _) => (case.clone(), format!("cases {}", case.join(", "))),
+                (true, Some(s)) => {
+                    let suite = r.config.suite(s).map_err(anyhow::Error::msg)?;
+                    if suite.e2e.is_empty() {
+                        anyhow::bail!("--suite {s}: the suite has no e2e cases");
+                    }
+                    (suite.e2e.clone(), format!("e2e of suite {s}"))
+                }
+                (true, None) => (Vec::new(), "e2e".to_string()),
+            };
+            let opts = E2eRunOptions {
+                repo_dir: r.repo_root.clone(),
+                config: r.config,
+                cases,
+                selection,
+                rev,
+                cache_dir: r.cache_dir.clone(),
+                e2e: E2eOptions {
+                    devices: device,
+                    require_cuda,
+                    engine_bin: [None, engine_bin],
+                    oracle_bin: [None, oracle_bin],
+                },
+            };
+            let ui = Ui::new();
+            let results = harness::compare::e2e_single(&opts, &ui)?;
+            let out = out.unwrap_or_else(|| r.cache_dir.join("last-e2e"));
+            write_outputs(&out, &results)?;
+            print!("{}", render(&results, format));
+            eprintln!("results: {}", out.join("results.json").display());
+            github_actions_outputs(&results);
+            Ok(exit_code(results.outcome, fail_on))
         }
         Cmd::Report {
             input,

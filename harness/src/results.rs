@@ -243,9 +243,292 @@ pub struct Results {
     pub wall_s: f64,
     /// Commands that reproduce this run.
     pub reproduce: Vec<String>,
+    /// End-to-end checks (correctness against the oracle and goldens, decode speed). Optional
+    /// and absent from files written before it existed: the schema stays `harness-results/1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e: Option<E2eResults>,
+}
+
+/// One end-to-end correctness status, worst first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum E2eStatus {
+    /// 🔴 the engine's tokens differ from the oracle's or the golden's (a real divergence).
+    Diverged,
+    /// ⛔ the engine or the oracle failed to run (or the golden is missing).
+    Failed,
+    /// ⚠️ diverged at a step where the reference's top-1 and top-2 logits are within the
+    /// near-tie tolerance and the engine picked the runner-up.
+    NearTie,
+    /// ⏭ not run (no CUDA device, model not provisioned): never a pass.
+    NotRun,
+    /// ✅ identical tokens.
+    Identical,
+}
+
+impl E2eStatus {
+    pub const ALL: [E2eStatus; 5] = [
+        E2eStatus::Diverged,
+        E2eStatus::Failed,
+        E2eStatus::NearTie,
+        E2eStatus::NotRun,
+        E2eStatus::Identical,
+    ];
+
+    pub fn emoji(self) -> &'static str {
+        match self {
+            E2eStatus::Diverged => "🔴",
+            E2eStatus::Failed => "⛔",
+            E2eStatus::NearTie => "⚠️",
+            E2eStatus::NotRun => "⏭",
+            E2eStatus::Identical => "✅",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            E2eStatus::Diverged => "diverged",
+            E2eStatus::Failed => "failed to run",
+            E2eStatus::NearTie => "near-tie flip",
+            E2eStatus::NotRun => "not run",
+            E2eStatus::Identical => "identical",
+        }
+    }
+}
+
+/// Where the engine's tokens first differ from a reference's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eDivergence {
+    /// "oracle" or "golden".
+    pub reference: String,
+    /// Index into the generated tokens (0 = the first new token).
+    pub step: u32,
+    /// The reference's token there (None: the reference had stopped).
+    pub expected: Option<u32>,
+    /// The engine's token there (None: the engine had stopped).
+    pub got: Option<u32>,
+    /// The tokens as text (empty when the tokenizer could not be read).
+    pub expected_text: String,
+    pub got_text: String,
+    /// The reference's top-1 minus top-2 logit at that step.
+    pub margin: Option<f64>,
+    /// The near-tie tolerance for the check's dtype.
+    pub tolerance: f64,
+    pub near_tie: bool,
+}
+
+/// The engine's tokens against one reference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum RefVerdict {
+    Identical,
+    Diverged,
+    NotCompared { reason: String },
+}
+
+/// One side's correctness check of one case × device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eSideCheck {
+    pub status: E2eStatus,
+    /// The package hash the engine reported.
+    #[serde(default)]
+    pub model_sha256: Option<String>,
+    /// The engine's generated tokens (as compared: cut after the reference's end of sequence).
+    #[serde(default)]
+    pub generated_ids: Vec<u32>,
+    pub vs_oracle: RefVerdict,
+    pub vs_golden: RefVerdict,
+    /// The earliest divergence from either reference.
+    #[serde(default)]
+    pub divergence: Option<E2eDivergence>,
+    /// Why ⏭ or ⛔, or a remark (e.g. a stale golden).
+    #[serde(default)]
+    pub note: Option<String>,
+    /// The failing tool's last lines of output (⛔).
+    #[serde(default)]
+    pub log_tail: Vec<String>,
+}
+
+/// One end-to-end correctness row: a case's prompt on a device, base and head.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eCorrectness {
+    /// `case/prompt/device-dtype`.
+    pub id: String,
+    pub model: String,
+    pub device: crate::config::Device,
+    pub dtype: crate::config::Dtype,
+    /// The row's status: the head's.
+    pub status: E2eStatus,
+    /// None in single-revision runs (`harness e2e`).
+    pub base: Option<E2eSideCheck>,
+    pub head: E2eSideCheck,
+    /// Identical on base but diverging on head: the PR changed the answer (the headline).
+    pub introduced: bool,
+}
+
+/// CUDA-graph counters of one `engine profile` call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaGraphCounters {
+    pub enabled: bool,
+    pub captures: u64,
+    pub replays: u64,
+    pub fallbacks: u64,
+}
+
+/// One side of an end-to-end speed row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eSpeedSide {
+    /// Per round: the lower quartile of that call's timed runs (ms per decode step).
+    pub per_round_ms: Vec<f64>,
+    /// Every timed run's ms per step, per round.
+    pub runs_ms: Vec<Vec<f64>>,
+    /// Median of `per_round_ms`: the number shown.
+    pub median_ms_per_step: f64,
+    /// `1000 / median_ms_per_step`.
+    pub tok_s: f64,
+    /// Median prefill time over the calls.
+    pub prefill_ms: f64,
+    /// Counters of the last call (None on CPU).
+    #[serde(default)]
+    pub cuda_graph: Option<CudaGraphCounters>,
+}
+
+/// One end-to-end speed row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eSpeed {
+    pub id: String,
+    pub device: crate::config::Device,
+    pub dtype: crate::config::Dtype,
+    /// The A/B status (None in single-revision runs and when not compared: see `not_run`).
+    pub status: Option<Status>,
+    /// Why the row was not measured or not compared (⏭).
+    #[serde(default)]
+    pub not_run: Option<String>,
+    pub base: Option<E2eSpeedSide>,
+    pub head: Option<E2eSpeedSide>,
+    /// Change of ms per step, head relative to base (+0.05 = 5 % slower).
+    pub change: Option<Change>,
+    pub threshold: f64,
+    pub threshold_source: ThresholdSource,
+    pub rounds: u32,
+    pub confirmed: bool,
+    pub note: Option<String>,
+    /// A change of CUDA-graph captures or fallbacks between base and head.
+    #[serde(default)]
+    pub graph_flag: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum E2eMode {
+    /// Base vs head (`harness compare`).
+    Compare,
+    /// One revision (`harness e2e`): correctness and speed, no A/B.
+    Single,
+}
+
+/// The end-to-end part of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct E2eResults {
+    pub mode: E2eMode,
+    /// `--require-cuda`: a CUDA row not run makes the gate unable to run (exit 2).
+    pub require_cuda: bool,
+    pub correctness: Vec<E2eCorrectness>,
+    pub speed: Vec<E2eSpeed>,
+    /// The `engine profile` settings of every call (`--warmups … --runs … …`).
+    pub profile_args: Vec<String>,
+    /// Build failures of the engine/oracle binaries.
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+}
+
+impl E2eResults {
+    /// CUDA rows that did not run although `--require-cuda` was given.
+    pub fn missing_cuda(&self) -> Vec<&E2eCorrectness> {
+        if !self.require_cuda {
+            return Vec::new();
+        }
+        self.correctness
+            .iter()
+            .filter(|c| c.device == crate::config::Device::Cuda && c.status == E2eStatus::NotRun)
+            .collect()
+    }
+
+    /// The end-to-end part's own outcome.
+    pub fn outcome(&self) -> Outcome {
+        if !self.missing_cuda().is_empty() {
+            return Outcome::Error;
+        }
+        if self.failures.iter().any(|f| f.side == "head")
+            || self
+                .correctness
+                .iter()
+                .any(|c| matches!(c.status, E2eStatus::Diverged | E2eStatus::Failed))
+            || self
+                .speed
+                .iter()
+                .any(|s| matches!(s.status, Some(Status::Regression | Status::Failed)))
+        {
+            return Outcome::Fail;
+        }
+        if self
+            .correctness
+            .iter()
+            .any(|c| c.status == E2eStatus::NearTie)
+            || self
+                .speed
+                .iter()
+                .any(|s| s.status == Some(Status::PossibleRegression) || s.graph_flag.is_some())
+        {
+            return Outcome::Warn;
+        }
+        Outcome::Pass
+    }
+
+    pub fn counts(&self) -> Vec<(E2eStatus, usize)> {
+        E2eStatus::ALL
+            .iter()
+            .map(|&s| (s, self.correctness.iter().filter(|c| c.status == s).count()))
+            .collect()
+    }
+}
+
+impl Outcome {
+    /// How bad: Pass < Warn < Fail < Error.
+    fn rank(self) -> u8 {
+        match self {
+            Outcome::Pass => 0,
+            Outcome::Warn => 1,
+            Outcome::Fail => 2,
+            Outcome::Error => 3,
+        }
+    }
+
+    /// The worse of two outcomes.
+    pub fn worst(self, other: Outcome) -> Outcome {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
 }
 
 impl Results {
+    /// The overall outcome with the end-to-end part: the worse of the benchmarks' and the
+    /// end-to-end checks' (a run with only end-to-end checks is decided by them alone).
+    pub fn decide_all(
+        benches: &[BenchResult],
+        failures: &[Failure],
+        e2e: Option<&E2eResults>,
+    ) -> Outcome {
+        let benches_outcome = Results::decide(benches, failures);
+        match e2e {
+            Some(e) => benches_outcome.worst(e.outcome()),
+            None => benches_outcome,
+        }
+    }
+
     /// Count of benchmarks per status, in `Status::ALL` order (zeros included).
     pub fn counts(&self) -> Vec<(Status, usize)> {
         Status::ALL

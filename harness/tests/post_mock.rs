@@ -77,6 +77,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
         outcome,
         wall_s: 60.0,
         reproduce: vec!["harness compare".into()],
+        e2e: None,
     }
 }
 

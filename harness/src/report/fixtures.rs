@@ -132,6 +132,7 @@ fn results(
             "harness compare --base main --head HEAD --suite pr".into(),
             "harness report target/harness/results.json --markdown".into(),
         ],
+        e2e: None,
     }
 }
 

@@ -97,13 +97,16 @@ pub fn markdown_truncated(results: &Results, max_chars: usize, artifact_hint: &s
 
 fn document(results: &Results) -> Vec<Block> {
     let mut blocks = vec![Block::new(Kind::Head, head(results))];
+    // The report's headline: an answer the PR changed.
+    if let Some(b) = super::e2e::markdown_headline(results, &escape) {
+        blocks.push(Block::new(Kind::Head, b));
+    }
     if let Some(b) = failures(results) {
         blocks.push(Block::new(Kind::Other, b));
     }
     table(results, &mut blocks);
     notes(results, &mut blocks);
-    // End-to-end sections: hooks for the e2e issue, rendered between the benchmark table and the
-    // folded details.
+    // End-to-end sections, between the benchmark table and the folded details.
     for section in [e2e_correctness(results), e2e_speed(results)]
         .into_iter()
         .flatten()
@@ -121,17 +124,16 @@ fn document(results: &Results) -> Vec<Block> {
     blocks
 }
 
-/// Hook: the end-to-end correctness table (generated tokens vs the fp32 oracle and the ORT
-/// goldens). [`Results`] carries no e2e data yet; the e2e issue adds it and renders it here.
-/// While this returns `None`, "what this cannot catch" says that wrong answers go unseen.
-fn e2e_correctness(_results: &Results) -> Option<String> {
-    None
+/// The end-to-end correctness table (generated tokens vs the fp32 oracle and the ORT goldens);
+/// `None` when the run had no end-to-end part ("what this cannot catch" then says that wrong
+/// answers go unseen).
+fn e2e_correctness(results: &Results) -> Option<String> {
+    super::e2e::markdown_correctness(results, &escape)
 }
 
-/// Hook: the end-to-end speed table (tok/s base vs PR per model, device and dtype). Like
-/// [`e2e_correctness`], filled in by the e2e issue.
-fn e2e_speed(_results: &Results) -> Option<String> {
-    None
+/// The end-to-end speed table (time per decode step and tok/s, base vs PR, CUDA-graph counters).
+fn e2e_speed(results: &Results) -> Option<String> {
+    super::e2e::markdown_speed(results, &escape)
 }
 
 /// Backslash-escapes the characters that would turn text into markup or HTML (commit subjects,
@@ -207,12 +209,21 @@ fn head(results: &Results) -> String {
         )
     };
     // Paragraphs, separated by blank lines.
-    let mut paragraphs = vec![format!(
-        "**Base** {} → **PR** {}",
-        rev(&results.base),
-        rev(&results.head)
-    )];
-    for (name, r) in [("base", &results.base), ("PR", &results.head)] {
+    let mut paragraphs = vec![if super::single_revision(results) {
+        format!("**Revision** {}", rev(&results.head))
+    } else {
+        format!(
+            "**Base** {} → **PR** {}",
+            rev(&results.base),
+            rev(&results.head)
+        )
+    }];
+    let sides: &[(&str, &crate::results::Revision)] = if super::single_revision(results) {
+        &[("checked", &results.head)]
+    } else {
+        &[("base", &results.base), ("PR", &results.head)]
+    };
+    for &(name, r) in sides {
         if r.dirty {
             paragraphs.push(format!(
                 "> ⚠️ **Dirty working tree:** the {name} side was measured with uncommitted \
@@ -224,8 +235,24 @@ fn head(results: &Results) -> String {
     if !results.benches.is_empty() {
         paragraphs.push(counts_line(results));
     }
+    if let Some(e) = &results.e2e {
+        let parts: Vec<String> = e
+            .counts()
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(s, n)| format!("{} {n} {}", s.emoji(), s.label()))
+            .collect();
+        if !parts.is_empty() {
+            paragraphs.push(format!(
+                "{} end-to-end checks: {}",
+                e.correctness.len(),
+                parts.join(" · ")
+            ));
+        }
+    }
     format!(
-        "{MARKER}\n## {emoji} Benchmark gate: {text}\n\n{}\n",
+        "{MARKER}\n## {emoji} {}: {text}\n\n{}\n",
+        super::title(results),
         paragraphs.join("\n\n")
     )
 }

@@ -10,6 +10,7 @@
 //! Every rendering lists benchmarks worst-first ([`worst_first`]) and formats numbers through
 //! [`format`], so the terminal and the comment never disagree.
 
+mod e2e;
 mod export;
 pub mod format;
 mod markdown;
@@ -169,11 +170,55 @@ fn side_name(side: &str) -> &str {
     }
 }
 
+/// Whether this is a single-revision end-to-end run (`harness e2e`).
+fn single_revision(results: &Results) -> bool {
+    results
+        .e2e
+        .as_ref()
+        .is_some_and(|e| e.mode == crate::results::E2eMode::Single)
+}
+
+/// The report's title: `Benchmark gate`, or `End-to-end checks` for a single-revision run.
+fn title(results: &Results) -> &'static str {
+    if single_revision(results) {
+        "End-to-end checks"
+    } else {
+        "Benchmark gate"
+    }
+}
+
 /// The verdict: an emoji and a short sentence, e.g. `🔴` `1 regression`. Derived from the
-/// recorded [`Outcome`] plus the counts, never re-decided here.
+/// recorded [`Outcome`] plus the counts, never re-decided here. With end-to-end checks, their
+/// clause follows the benchmarks' (or stands alone when no benchmark ran).
 fn verdict(results: &Results) -> (&'static str, String) {
+    let Some(e) = &results.e2e else {
+        return bench_verdict(results, results.outcome);
+    };
+    let mut parts = Vec::new();
+    let bench_outcome = Results::decide(&results.benches, &results.failures);
+    if !(results.benches.is_empty() && results.failures.is_empty()) {
+        parts.push(bench_verdict(results, bench_outcome).1);
+    }
+    parts.push(e2e::verdict_clause(e));
+    let red = e2e::has_red(e)
+        || results
+            .benches
+            .iter()
+            .any(|b| b.status == Status::Regression);
+    let emoji = match results.outcome {
+        Outcome::Error => "⛔",
+        Outcome::Fail if red => "🔴",
+        Outcome::Fail => "⛔",
+        Outcome::Warn => "⚠️",
+        Outcome::Pass => "✅",
+    };
+    (emoji, parts.join("; "))
+}
+
+/// The benchmarks' verdict under `outcome`.
+fn bench_verdict(results: &Results, outcome: Outcome) -> (&'static str, String) {
     let n = |s: Status| results.benches.iter().filter(|b| b.status == s).count();
-    let mut text = match results.outcome {
+    let mut text = match outcome {
         Outcome::Error => {
             let why: Vec<String> = results
                 .failures
@@ -222,7 +267,7 @@ fn verdict(results: &Results) -> (&'static str, String) {
     if n(Status::TooNoisy) > 0 {
         text.push_str(&format!(" ({} too noisy to tell)", n(Status::TooNoisy)));
     }
-    let emoji = if results.outcome == Outcome::Warn {
+    let emoji = if outcome == Outcome::Warn {
         "⚠️"
     } else {
         "✅"

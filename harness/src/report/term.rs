@@ -36,7 +36,7 @@ fn verdict_sgr(emoji: &str) -> &'static str {
 pub fn terminal(results: &Results, color: bool) -> String {
     let mut out = String::new();
     let (emoji, text) = verdict(results);
-    let line = format!("{emoji} Benchmark gate: {text}");
+    let line = format!("{emoji} {}: {text}", super::title(results));
     if color {
         let _ = writeln!(out, "\u{1b}[{}m{line}\u{1b}[0m", verdict_sgr(emoji));
     } else {
@@ -55,14 +55,20 @@ pub fn terminal(results: &Results, color: bool) -> String {
             r.subject
         )
     };
-    let _ = writeln!(
-        out,
-        "base {}\n  PR {}",
-        rev(&results.base),
-        rev(&results.head)
-    );
+    if super::single_revision(results) {
+        let _ = writeln!(out, "revision {}", rev(&results.head));
+    } else {
+        let _ = writeln!(
+            out,
+            "base {}\n  PR {}",
+            rev(&results.base),
+            rev(&results.head)
+        );
+    }
     let benches = worst_first(results);
-    if benches.is_empty() {
+    if benches.is_empty() && results.e2e.is_some() {
+        // An end-to-end-only run: its tables follow.
+    } else if benches.is_empty() {
         out.push_str("no benchmarks were compared\n");
     } else {
         let _ = writeln!(out, "{}", counts_line(results));
@@ -91,6 +97,8 @@ pub fn terminal(results: &Results, color: bool) -> String {
         }
     }
 
+    out.push_str(&super::e2e::terminal(results));
+
     let h = &results.host;
     let _ = writeln!(
         out,
@@ -98,6 +106,14 @@ pub fn terminal(results: &Results, color: bool) -> String {
         h.cpu, h.cores, h.mem_gib, h.os, h.rustc
     );
     let m = &results.method;
+    if super::single_revision(results) {
+        let _ = writeln!(
+            out,
+            "method: one `engine profile` call per check, no comparison; {} wall",
+            fmt::duration(results.wall_s)
+        );
+        return out;
+    }
     let thresholds = match &m.profile {
         Some(p) => format!("profile {p}"),
         None => "none: thresholds from within-run spread".into(),

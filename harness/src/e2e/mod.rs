@@ -1,0 +1,847 @@
+//! End-to-end checks: greedy decodes of real prompts through each revision's own `engine` and
+//! `oracle` binaries (never linked: invariant 1), judged for correctness against the oracle and
+//! the ONNX Runtime goldens, and timed (`engine profile`) base vs head in interleaved rounds with
+//! the same paired statistics as the micro-benchmarks.
+//!
+//! - [`plan_checks`]: `harness.yaml`'s cases × prompts (goldens or texts) × devices → [`Check`]s
+//!   with ids `case/prompt/device-dtype`;
+//! - [`SideEnv`]: one revision's binaries, tree (goldens, relative model paths) and scratch dir;
+//!   models are resolved per side (`tiny` built by that revision's `engine tiny`, SmolLM2 via
+//!   `engine fetch smollm2`, or a path);
+//! - [`run_single`]: `harness e2e` (one revision: correctness, and speed without A/B);
+//! - [`run_compare`]: the e2e part of `harness compare` (speed rounds through [`run::run_rounds`]
+//!   with an [`E2eMeasurer`], then correctness from the very tokens the timed runs produced).
+//!
+//! Statuses: ✅ identical, 🔴 diverged (real), ⚠️ near-tie flip, ⛔ failed to run, ⏭ not run with
+//! the reason (never a pass). Method: `harness/STATS.md`, "End-to-end checks".
+
+pub mod contract;
+pub mod correctness;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::compare::Progress;
+use crate::config::{Device, Dtype, E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
+use crate::criterion::Measured;
+use crate::results::{
+    BenchResult, CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed,
+    E2eSpeedSide, E2eStatus, Failure, RawSample, RefVerdict, Status, ThresholdSource,
+};
+use crate::run::{Measurer, RunFailure, Side, TargetPlan};
+use crate::stats::{self, Policy};
+use contract::{Golden, Profile};
+use correctness::{Reference, judge};
+use tools::{ProfileRequest, Prompt, ToolFailure, Tools};
+
+/// What a check decodes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A golden case (`goldens/<model>/<name>.json`): its prompt ids, token count and tokens.
+    Golden(String),
+    /// A prompt text (engine vs oracle only).
+    Text(String),
+}
+
+/// One case's prompt on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// `case/prompt/device-dtype`.
+    pub id: String,
+    pub case: String,
+    pub model: String,
+    pub input: Input,
+    /// Explicit token count (else the golden's `max_new_tokens`, else `e2e.tokens`).
+    pub tokens: Option<u32>,
+    pub device: Device,
+    pub dtype: Dtype,
+}
+
+/// The golden case names of `model` under `root/goldens/<model>/` (sorted file stems).
+pub fn golden_names(root: &Path, model: &str) -> Vec<String> {
+    let dir = root.join("goldens").join(model);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The checks of `cases` (all cases when empty), restricted to `devices` (all when empty).
+/// `goldens: all` lists the golden files under `root` (the head's tree); an unknown case name
+/// is an error listing the cases.
+pub fn plan_checks(
+    cfg: &E2eConfig,
+    cases: &[String],
+    devices: &[Device],
+    root: &Path,
+) -> Result<Vec<Check>, String> {
+    let names: Vec<String> = if cases.is_empty() {
+        cfg.cases.keys().cloned().collect()
+    } else {
+        cases.to_vec()
+    };
+    let mut out = Vec::new();
+    for name in &names {
+        let case = cfg.cases.get(name).ok_or_else(|| {
+            format!(
+                "no end-to-end case named {name:?} in harness.yaml (cases: {})",
+                cfg.cases.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        let mut inputs: Vec<(String, Input)> = Vec::new();
+        match &case.goldens {
+            Some(GoldenSelection::All(_)) => {
+                let found = golden_names(root, &case.model);
+                if found.is_empty() {
+                    return Err(format!(
+                        "e2e case {name}: `goldens: all` but {} has no golden files",
+                        root.join("goldens").join(&case.model).display()
+                    ));
+                }
+                inputs.extend(found.into_iter().map(|g| (g.clone(), Input::Golden(g))));
+            }
+            Some(GoldenSelection::Named(v)) => {
+                inputs.extend(v.iter().map(|g| (g.clone(), Input::Golden(g.clone()))));
+            }
+            None => {}
+        }
+        inputs.extend(
+            case.prompts
+                .iter()
+                .map(|(p, t)| (p.clone(), Input::Text(t.clone()))),
+        );
+        for device in &case.devices {
+            if !devices.is_empty() && !devices.contains(device) {
+                continue;
+            }
+            for (pname, input) in &inputs {
+                out.push(Check {
+                    id: format!("{name}/{pname}/{}-{}", device.name(), case.dtype.name()),
+                    case: name.clone(),
+                    model: case.model.clone(),
+                    input: input.clone(),
+                    tokens: case.tokens,
+                    device: *device,
+                    dtype: case.dtype,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Why a side cannot run a check: ⏭ (with the reason) or ⛔ (with the tool's output).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Blocked {
+    NotRun(String),
+    Failed {
+        message: String,
+        log_tail: Vec<String>,
+    },
+}
+
+impl Blocked {
+    fn from_tool(f: ToolFailure) -> Blocked {
+        match f.not_run {
+            Some(why) => Blocked::NotRun(why),
+            None => Blocked::Failed {
+                message: f.message,
+                log_tail: f.log_tail,
+            },
+        }
+    }
+
+    fn side_check(&self) -> E2eSideCheck {
+        let (status, note, log_tail) = match self {
+            Blocked::NotRun(why) => (E2eStatus::NotRun, why.clone(), Vec::new()),
+            Blocked::Failed { message, log_tail } => {
+                (E2eStatus::Failed, message.clone(), log_tail.clone())
+            }
+        };
+        let reason = match status {
+            E2eStatus::NotRun => "not run".to_string(),
+            _ => "failed to run".to_string(),
+        };
+        E2eSideCheck {
+            status,
+            model_sha256: None,
+            generated_ids: Vec::new(),
+            vs_oracle: RefVerdict::NotCompared {
+                reason: reason.clone(),
+            },
+            vs_golden: RefVerdict::NotCompared { reason },
+            divergence: None,
+            note: Some(note),
+            log_tail,
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            Blocked::NotRun(why) => why.clone(),
+            Blocked::Failed { message, .. } => message.clone(),
+        }
+    }
+}
+
+/// Everything a check needs on one side, resolved before any timing.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub model_dir: PathBuf,
+    pub golden: Option<Golden>,
+    pub prompt_ids: Option<Vec<u32>>,
+    pub text: Option<String>,
+    pub tokens: u32,
+}
+
+/// One revision's side of the end-to-end checks.
+pub struct SideEnv {
+    pub side: Side,
+    /// None: the side's binaries could not be built (every check ⛔ with `build_failure`).
+    pub tools: Option<Tools>,
+    pub build_failure: Option<String>,
+    /// The revision's tree: goldens and relative model paths.
+    pub root: PathBuf,
+    /// Scratch: the tiny model is built here.
+    pub work: PathBuf,
+    models: BTreeMap<(String, Dtype), Result<PathBuf, Blocked>>,
+}
+
+impl SideEnv {
+    pub fn new(side: Side, tools: Result<Tools, String>, root: PathBuf, work: PathBuf) -> SideEnv {
+        let (tools, build_failure) = match tools {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e)),
+        };
+        SideEnv {
+            side,
+            tools,
+            build_failure,
+            root,
+            work,
+            models: BTreeMap::new(),
+        }
+    }
+
+    fn model_dir(
+        &mut self,
+        cfg: &E2eConfig,
+        model: &str,
+        dtype: Dtype,
+    ) -> Result<PathBuf, Blocked> {
+        let key = (model.to_string(), dtype);
+        if let Some(r) = self.models.get(&key) {
+            return r.clone();
+        }
+        let tools = self.tools.clone().ok_or_else(|| Blocked::Failed {
+            message: self.build_failure.clone().unwrap_or_default(),
+            log_tail: Vec::new(),
+        })?;
+        let r = if model == MODEL_TINY {
+            let out = self.work.join(format!("tiny-seed{}", cfg.tiny_seed));
+            tools
+                .tiny(cfg.tiny_seed, &out)
+                .map(|()| out)
+                .map_err(Blocked::from_tool)
+        } else if model == MODEL_SMOLLM2 {
+            tools
+                .fetch_smollm2()
+                .map(|(f32, f16)| if dtype == Dtype::F16 { f16 } else { f32 })
+                .map_err(Blocked::from_tool)
+        } else {
+            let p = Path::new(model);
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                self.root.join(p)
+            };
+            if p.join("model.onnx").is_file() {
+                Ok(p)
+            } else {
+                Err(Blocked::NotRun(format!(
+                    "model package {} not found (no model.onnx)",
+                    p.display()
+                )))
+            }
+        };
+        self.models.insert(key, r.clone());
+        r
+    }
+
+    /// Resolves a check on this side: model, golden, prompt, token count.
+    pub fn prepare(&mut self, cfg: &E2eConfig, check: &Check) -> Result<Prepared, Blocked> {
+        let model_dir = self.model_dir(cfg, &check.model, check.dtype)?;
+        let (golden, prompt_ids, text) = match &check.input {
+            Input::Golden(name) => {
+                let path = self
+                    .root
+                    .join("goldens")
+                    .join(&check.model)
+                    .join(format!("{name}.json"));
+                let text = std::fs::read_to_string(&path).map_err(|e| Blocked::Failed {
+                    message: format!("cannot read golden {}: {e}", path.display()),
+                    log_tail: Vec::new(),
+                })?;
+                let g =
+                    contract::parse_golden(&text, &path).map_err(|message| Blocked::Failed {
+                        message,
+                        log_tail: Vec::new(),
+                    })?;
+                let ids = g.prompt_ids.clone();
+                (Some(g), Some(ids), None)
+            }
+            Input::Text(t) => (None, None, Some(t.clone())),
+        };
+        let tokens = check
+            .tokens
+            .or(golden.as_ref().map(|g| g.max_new_tokens))
+            .unwrap_or(cfg.tokens)
+            .max(cfg.decode_skip + 2);
+        Ok(Prepared {
+            model_dir,
+            golden,
+            prompt_ids,
+            text,
+            tokens,
+        })
+    }
+}
+
+fn prompt_of(p: &Prepared) -> Prompt<'_> {
+    match (&p.prompt_ids, &p.text) {
+        (Some(ids), _) => Prompt::Ids(ids),
+        (None, Some(t)) => Prompt::Text(t),
+        (None, None) => Prompt::Ids(&[]),
+    }
+}
+
+fn profile_request<'a>(cfg: &E2eConfig, check: &Check, p: &'a Prepared) -> ProfileRequest<'a> {
+    ProfileRequest {
+        model: &p.model_dir,
+        device: check.device,
+        dtype: check.dtype,
+        prompt: prompt_of(p),
+        tokens: p.tokens,
+        warmups: cfg.warmups,
+        runs: cfg.runs,
+        decode_skip: cfg.decode_skip,
+        threads: cfg.threads,
+    }
+}
+
+/// The oracle's decode, cached per (model, prompt, tokens): devices share it.
+type OracleCache = BTreeMap<(PathBuf, String, u32), Result<contract::OracleDecode, ToolFailure>>;
+
+/// Judges one side of a check from the engine's profile(s): the first call's tokens against
+/// the oracle and the golden; later calls must give the same tokens (greedy is deterministic).
+fn judge_side(
+    tools: &Tools,
+    check: &Check,
+    p: &Prepared,
+    profiles: &[Profile],
+    oracle_cache: &mut OracleCache,
+) -> E2eSideCheck {
+    let first = &profiles[0];
+    let prompt = prompt_of(p);
+    let key = (
+        p.model_dir.clone(),
+        match prompt {
+            Prompt::Ids(ids) => format!("{ids:?}"),
+            Prompt::Text(t) => t.to_string(),
+        },
+        p.tokens,
+    );
+    let oracle = oracle_cache
+        .entry(key)
+        .or_insert_with(|| tools.oracle(&p.model_dir, prompt, p.tokens))
+        .clone();
+    let tokenizer = oracles::text::Tokenizer::open(&p.model_dir).ok();
+    let text = |id: u32| -> String {
+        tokenizer
+            .as_ref()
+            .and_then(|t| t.decode(&[id]).ok())
+            .unwrap_or_default()
+    };
+    let mut notes: Vec<String> = Vec::new();
+    let mut log_tail = Vec::new();
+    let oracle_ref = match &oracle {
+        Ok(o) => Ok(Reference {
+            name: "oracle",
+            generated_ids: &o.generated_ids,
+            steps: &o.steps,
+        }),
+        Err(f) => {
+            notes.push(format!("oracle failed: {}", f.message));
+            log_tail = f.log_tail.clone();
+            Err(format!("oracle failed: {}", f.message))
+        }
+    };
+    let golden_ref = match &p.golden {
+        None => Err("no golden for a prompt case".to_string()),
+        Some(g) if !g.model_sha256.is_empty() && g.model_sha256 != first.model_sha256 => {
+            let why = format!(
+                "golden made from another package (model sha256 {}…, this package {}…{})",
+                &g.model_sha256[..g.model_sha256.len().min(12)],
+                &first.model_sha256[..first.model_sha256.len().min(12)],
+                if check.dtype == Dtype::F32 {
+                    "; regenerate the goldens, see goldens/README.md"
+                } else {
+                    "; goldens are fp32"
+                }
+            );
+            Err(why)
+        }
+        Some(g) => Ok(Reference {
+            name: "golden",
+            generated_ids: &g.generated_ids,
+            steps: &g.steps,
+        }),
+    };
+    if let (Err(why), Some(_)) = (&golden_ref, &p.golden)
+        && check.dtype == Dtype::F32
+    {
+        notes.push(why.clone());
+    }
+    let j = judge(
+        &first.generated_ids,
+        p.tokens as usize,
+        oracle_ref,
+        golden_ref,
+        check.dtype,
+        &text,
+    );
+    let mut status = j.status;
+    if oracle.is_err() {
+        // The three-way check is incomplete: never ✅.
+        if status != E2eStatus::Diverged {
+            status = E2eStatus::Failed;
+        }
+    }
+    if let Ok(o) = &oracle {
+        if !o.model_sha256.is_empty() && o.model_sha256 != first.model_sha256 {
+            notes.push(format!(
+                "the oracle and the engine hash the package differently ({} vs {})",
+                o.model_sha256, first.model_sha256
+            ));
+        }
+        if o.prompt_ids != first.prompt_ids {
+            status = E2eStatus::Diverged;
+            notes.push(format!(
+                "the prompt tokenizes differently: engine {:?}, oracle {:?}",
+                first.prompt_ids, o.prompt_ids
+            ));
+        }
+    }
+    if let Some((k, other)) = profiles
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, q)| q.generated_ids != first.generated_ids)
+    {
+        status = E2eStatus::Diverged;
+        notes.push(format!(
+            "nondeterministic: call {} generated {:?}, call 1 {:?}",
+            k + 1,
+            other.generated_ids,
+            first.generated_ids
+        ));
+    }
+    E2eSideCheck {
+        status,
+        model_sha256: Some(first.model_sha256.clone()),
+        generated_ids: j.compared_ids,
+        vs_oracle: j.vs_oracle,
+        vs_golden: j.vs_golden,
+        divergence: j.divergence,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        log_tail,
+    }
+}
+
+fn speed_side(profiles: &[(u32, Profile)]) -> Option<E2eSpeedSide> {
+    if profiles.is_empty() {
+        return None;
+    }
+    let runs_ms: Vec<Vec<f64>> = profiles
+        .iter()
+        .map(|(_, p)| p.runs.iter().map(|r| r.ms_per_step).collect())
+        .collect();
+    let per_round_ms: Vec<f64> = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
+    let median = stats::median(&per_round_ms).unwrap_or(f64::NAN);
+    let prefill: Vec<f64> = profiles.iter().map(|(_, p)| p.prefill_ms).collect();
+    Some(E2eSpeedSide {
+        per_round_ms,
+        runs_ms,
+        median_ms_per_step: median,
+        tok_s: 1e3 / median,
+        prefill_ms: stats::median(&prefill).unwrap_or(f64::NAN),
+        cuda_graph: profiles.last().and_then(|(_, p)| p.cuda_graph),
+    })
+}
+
+/// One call's number: the lower quartile of its timed runs' ms per step, the same robust
+/// per-round estimate as a criterion round's (STATS.md section 2).
+pub fn round_ms(runs_ms: &[f64]) -> Option<f64> {
+    let ones = vec![1.0; runs_ms.len()];
+    stats::round_estimate(&ones, runs_ms)
+}
+
+/// Flags a change of CUDA-graph captures or fallbacks between base and head.
+pub fn graph_flag(
+    base: Option<CudaGraphCounters>,
+    head: Option<CudaGraphCounters>,
+) -> Option<String> {
+    let (b, h) = (base?, head?);
+    let mut parts = Vec::new();
+    if b.enabled != h.enabled {
+        parts.push(format!("graph enabled {} → {}", b.enabled, h.enabled));
+    }
+    if b.captures != h.captures {
+        parts.push(format!("captures {} → {}", b.captures, h.captures));
+    }
+    if b.fallbacks != h.fallbacks {
+        parts.push(format!("fallbacks {} → {}", b.fallbacks, h.fallbacks));
+    }
+    (!parts.is_empty()).then(|| format!("CUDA graph {}", parts.join(", ")))
+}
+
+/// `harness e2e`: one revision. Each check: one `engine profile` call (`runs` timed runs) and
+/// the oracle, judged; speed shown without a comparison.
+pub fn run_single(
+    cfg: &E2eConfig,
+    checks: &[Check],
+    env: &mut SideEnv,
+    require_cuda: bool,
+    progress: &dyn Progress,
+) -> E2eResults {
+    let mut correctness = Vec::new();
+    let mut speed = Vec::new();
+    let mut oracle_cache = OracleCache::new();
+    for (i, check) in checks.iter().enumerate() {
+        progress.rounds(i as u64, checks.len() as u64, &check.id);
+        let prepared = env.prepare(cfg, check);
+        let outcome: Result<(Prepared, Profile), Blocked> = prepared.and_then(|p| {
+            let tools = env.tools.as_ref().expect("prepared implies tools");
+            let prof = tools
+                .profile(&profile_request(cfg, check, &p))
+                .map_err(Blocked::from_tool)?;
+            Ok((p, prof))
+        });
+        let (head, spd) = match outcome {
+            Ok((p, prof)) => {
+                let tools = env.tools.as_ref().expect("tools");
+                let c = judge_side(
+                    tools,
+                    check,
+                    &p,
+                    std::slice::from_ref(&prof),
+                    &mut oracle_cache,
+                );
+                (c, speed_side(&[(0, prof)]))
+            }
+            Err(b) => (b.side_check(), None),
+        };
+        speed.push(E2eSpeed {
+            id: check.id.clone(),
+            device: check.device,
+            dtype: check.dtype,
+            status: None,
+            not_run: spd.is_none().then(|| head.note.clone().unwrap_or_default()),
+            base: None,
+            head: spd,
+            change: None,
+            threshold: 0.0,
+            threshold_source: ThresholdSource::Floor,
+            rounds: 1,
+            confirmed: false,
+            note: None,
+            graph_flag: None,
+        });
+        correctness.push(E2eCorrectness {
+            id: check.id.clone(),
+            model: check.model.clone(),
+            device: check.device,
+            dtype: check.dtype,
+            status: head.status,
+            base: None,
+            head,
+            introduced: false,
+        });
+    }
+    progress.rounds(checks.len() as u64, checks.len() as u64, "done");
+    E2eResults {
+        mode: E2eMode::Single,
+        require_cuda,
+        correctness,
+        speed,
+        profile_args: tools::profile_settings(cfg.warmups, cfg.runs, cfg.decode_skip, cfg.threads),
+        failures: build_failures(&[env]),
+    }
+}
+
+fn build_failures(envs: &[&SideEnv]) -> Vec<Failure> {
+    envs.iter()
+        .filter_map(|e| {
+            e.build_failure.as_ref().map(|m| Failure {
+                side: e.side.name().into(),
+                stage: "build".into(),
+                message: format!("end-to-end binaries: {m}"),
+                log_tail: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// The speed rounds' measurer: "bench target" = check id; one `engine profile` call per side
+/// per round, its timed runs as the samples. Every profile is kept for the correctness check
+/// and the report; failures are kept with their classification (⏭ or ⛔).
+pub struct E2eMeasurer<'a> {
+    pub cfg: &'a E2eConfig,
+    pub checks: BTreeMap<String, Check>,
+    pub tools: [Option<Tools>; 2],
+    /// Per side, per check id: resolved inputs, or why not.
+    pub prepared: [BTreeMap<String, Result<Prepared, Blocked>>; 2],
+    pub profiles: [BTreeMap<String, Vec<(u32, Profile)>>; 2],
+    pub failed: [BTreeMap<String, Blocked>; 2],
+}
+
+fn ix(side: Side) -> usize {
+    match side {
+        Side::Base => 0,
+        Side::Head => 1,
+    }
+}
+
+impl Measurer for E2eMeasurer<'_> {
+    fn has_target(&self, side: Side, target: &str) -> bool {
+        matches!(self.prepared[ix(side)].get(target), Some(Ok(_)))
+    }
+
+    fn measure(
+        &mut self,
+        side: Side,
+        target: &str,
+        _filter: Option<&str>,
+        round: u32,
+    ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+        let s = ix(side);
+        let (Some(check), Some(Ok(p)), Some(tools)) = (
+            self.checks.get(target),
+            self.prepared[s].get(target),
+            self.tools[s].as_ref(),
+        ) else {
+            return Err(RunFailure {
+                message: format!("{target} is not prepared on {}", side.name()),
+                log_tail: Vec::new(),
+            });
+        };
+        match tools.profile(&profile_request(self.cfg, check, p)) {
+            Ok(prof) => {
+                let times: Vec<f64> = prof.runs.iter().map(|r| r.ms_per_step * 1e6).collect();
+                let sample = RawSample {
+                    round,
+                    sampling_mode: "flat".into(),
+                    iters: vec![1.0; times.len()],
+                    times_ns: times,
+                };
+                self.profiles[s]
+                    .entry(target.to_string())
+                    .or_default()
+                    .push((round, prof));
+                Ok(BTreeMap::from([(
+                    target.to_string(),
+                    Measured {
+                        id: target.to_string(),
+                        throughput: None,
+                        sample,
+                    },
+                )]))
+            }
+            Err(f) => {
+                let rf = RunFailure {
+                    message: f.message.clone(),
+                    log_tail: f.log_tail.clone(),
+                };
+                self.failed[s].insert(target.to_string(), Blocked::from_tool(f));
+                Err(rf)
+            }
+        }
+    }
+}
+
+/// The end-to-end part of `harness compare`: speed rounds (ABBA, first pass, confirmation rounds
+/// for suspects, final pass: [`crate::compare::measure_and_decide`]) over every check both sides
+/// can run, then each side's correctness from the tokens its timed runs produced.
+pub fn run_compare(
+    cfg: &E2eConfig,
+    checks: &[Check],
+    base: &mut SideEnv,
+    head: &mut SideEnv,
+    policy: &Policy,
+    rounds: u32,
+    require_cuda: bool,
+    progress: &dyn Progress,
+) -> E2eResults {
+    let mut prepared: [BTreeMap<String, Result<Prepared, Blocked>>; 2] = Default::default();
+    for check in checks {
+        progress.stage(&format!("e2e: preparing {}", check.id));
+        for env in [&mut *base, &mut *head] {
+            let p = env.prepare(cfg, check);
+            prepared[ix(env.side)].insert(check.id.clone(), p);
+        }
+    }
+    let mut m = E2eMeasurer {
+        cfg,
+        checks: checks.iter().map(|c| (c.id.clone(), c.clone())).collect(),
+        tools: [base.tools.clone(), head.tools.clone()],
+        prepared,
+        profiles: Default::default(),
+        failed: Default::default(),
+    };
+    let plan: Vec<TargetPlan> = checks
+        .iter()
+        .map(|c| TargetPlan {
+            target: c.id.clone(),
+            filter: None,
+        })
+        .collect();
+    progress.stage(&format!(
+        "e2e: {} check(s), {rounds} interleaved rounds of `engine profile`",
+        checks.len()
+    ));
+    let (_collected, benches) =
+        crate::compare::measure_and_decide(&mut m, &plan, policy, rounds, None, progress);
+    let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
+
+    let mut oracle_cache: [OracleCache; 2] = Default::default();
+    let mut correctness = Vec::new();
+    let mut speed = Vec::new();
+    for check in checks {
+        progress.stage(&format!("e2e: checking {} against the oracle", check.id));
+        let side_check = |s: usize, oc: &mut OracleCache| -> E2eSideCheck {
+            let blocked = match &m.prepared[s][&check.id] {
+                Err(b) => Some(b.clone()),
+                Ok(_) => m.failed[s].get(&check.id).cloned(),
+            };
+            let profiles: Vec<Profile> = m.profiles[s]
+                .get(&check.id)
+                .map(|v| v.iter().map(|(_, p)| p.clone()).collect())
+                .unwrap_or_default();
+            match (blocked, &m.prepared[s][&check.id], &m.tools[s]) {
+                (Some(b), _, _) if profiles.is_empty() => b.side_check(),
+                (_, Ok(p), Some(tools)) if !profiles.is_empty() => {
+                    let mut c = judge_side(tools, check, p, &profiles, oc);
+                    if let Some(b) = m.failed[s].get(&check.id) {
+                        // It ran, then failed in a later round: the tokens it gave are judged,
+                        // and the failure makes the row ⛔ unless it already diverged.
+                        if c.status != E2eStatus::Diverged {
+                            c.status = E2eStatus::Failed;
+                        }
+                        let note = format!("a later call failed: {}", b.reason());
+                        c.note = Some(match c.note {
+                            Some(n) => format!("{n}; {note}"),
+                            None => note,
+                        });
+                    }
+                    c
+                }
+                _ => Blocked::Failed {
+                    message: "no engine profile was recorded".into(),
+                    log_tail: Vec::new(),
+                }
+                .side_check(),
+            }
+        };
+        let [oc_base, oc_head] = &mut oracle_cache;
+        let b = side_check(0, oc_base);
+        let h = side_check(1, oc_head);
+        let introduced = b.status == E2eStatus::Identical
+            && matches!(h.status, E2eStatus::Diverged | E2eStatus::NearTie);
+        let not_run_reason = |c: &E2eSideCheck| c.note.clone().unwrap_or_default();
+
+        let base_side = speed_side(m.profiles[0].get(&check.id).map_or(&[][..], |v| v));
+        let head_side = speed_side(m.profiles[1].get(&check.id).map_or(&[][..], |v| v));
+        let bench = by_id.get(check.id.as_str());
+        let mut row = E2eSpeed {
+            id: check.id.clone(),
+            device: check.device,
+            dtype: check.dtype,
+            status: None,
+            not_run: None,
+            base: base_side.clone(),
+            head: head_side.clone(),
+            change: bench.and_then(|b| b.change),
+            threshold: bench.map_or(policy.floor, |b| b.threshold),
+            threshold_source: bench.map_or(ThresholdSource::Floor, |b| b.threshold_source),
+            rounds: bench.map_or(0, |b| b.rounds),
+            confirmed: bench.is_some_and(|b| b.confirmed),
+            note: None,
+            graph_flag: graph_flag(
+                base_side.as_ref().and_then(|s| s.cuda_graph),
+                head_side.as_ref().and_then(|s| s.cuda_graph),
+            ),
+        };
+        match (h.status, b.status) {
+            (E2eStatus::NotRun, _) => row.not_run = Some(not_run_reason(&h)),
+            _ if m.failed[1].contains_key(&check.id) || head_side.is_none() => {
+                row.status = Some(Status::Failed);
+                row.note = Some(format!("head failed to run: {}", not_run_reason(&h)));
+            }
+            (_, E2eStatus::NotRun) => {
+                row.not_run = Some(format!("base not run: {}", not_run_reason(&b)));
+            }
+            _ if m.failed[0].contains_key(&check.id) || base_side.is_none() => {
+                row.not_run = Some(format!(
+                    "not compared: base failed to run ({})",
+                    not_run_reason(&b)
+                ));
+            }
+            _ => {
+                row.status = bench.map(|b| b.status);
+                row.note = bench.and_then(|b| b.note.clone());
+            }
+        }
+        if row.not_run.is_some() {
+            row.change = None;
+        }
+        if let Some(flag) = &row.graph_flag
+            && matches!(
+                row.status,
+                Some(Status::NoChange | Status::Improvement | Status::TooNoisy)
+            )
+        {
+            row.status = Some(Status::PossibleRegression);
+            row.note = Some(match row.note.take() {
+                Some(n) => format!("{flag}; {n}"),
+                None => format!("{flag}: check the decode step still runs as one graph"),
+            });
+        }
+        speed.push(row);
+        correctness.push(E2eCorrectness {
+            id: check.id.clone(),
+            model: check.model.clone(),
+            device: check.device,
+            dtype: check.dtype,
+            status: h.status,
+            base: Some(b),
+            head: h,
+            introduced,
+        });
+    }
+    E2eResults {
+        mode: E2eMode::Compare,
+        require_cuda,
+        correctness,
+        speed,
+        profile_args: tools::profile_settings(cfg.warmups, cfg.runs, cfg.decode_skip, cfg.threads),
+        failures: build_failures(&[base, head]),
+    }
+}

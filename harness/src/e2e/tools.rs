@@ -1,0 +1,278 @@
+//! Running one revision's `engine` and `oracle` binaries (processes, never linked: invariant 1):
+//! `engine profile --json`, `oracle decode --json`, `engine tiny`, `engine fetch smollm2`. A tool
+//! that fails is a value ([`ToolFailure`], with its last lines of stderr), and a CUDA request that
+//! fails because there is no usable GPU is told apart from a crash ([`cuda_unavailable`]).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::contract::{OracleDecode, Profile, parse_oracle, parse_profile};
+use crate::build::{LOG_TAIL_LINES, tail};
+use crate::config::{Device, Dtype};
+
+/// A tool run that did not give a result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolFailure {
+    pub message: String,
+    pub log_tail: Vec<String>,
+    /// Set when the failure means "cannot run here" (no CUDA device, engine built without CUDA,
+    /// model not provisioned) rather than "broken": the check is ⏭, not ⛔.
+    pub not_run: Option<String>,
+}
+
+impl ToolFailure {
+    fn new(message: String, log_tail: Vec<String>) -> ToolFailure {
+        ToolFailure {
+            message,
+            log_tail,
+            not_run: None,
+        }
+    }
+}
+
+/// One revision's binaries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tools {
+    pub engine: PathBuf,
+    pub oracle: PathBuf,
+}
+
+/// What to profile.
+#[derive(Clone, Debug)]
+pub struct ProfileRequest<'a> {
+    pub model: &'a Path,
+    pub device: Device,
+    pub dtype: Dtype,
+    pub prompt: Prompt<'a>,
+    pub tokens: u32,
+    pub warmups: u32,
+    pub runs: u32,
+    pub decode_skip: u32,
+    pub threads: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Prompt<'a> {
+    Ids(&'a [u32]),
+    Text(&'a str),
+}
+
+impl Prompt<'_> {
+    fn args(&self) -> Vec<String> {
+        match self {
+            Prompt::Ids(ids) => vec![
+                "--prompt-ids".into(),
+                ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+            ],
+            Prompt::Text(t) => vec!["--prompt".into(), t.to_string()],
+        }
+    }
+}
+
+/// The `engine profile` arguments shared by every call (for the report's method section).
+pub fn profile_settings(warmups: u32, runs: u32, decode_skip: u32, threads: u32) -> Vec<String> {
+    vec![
+        "--warmups".into(),
+        warmups.to_string(),
+        "--runs".into(),
+        runs.to_string(),
+        "--decode-skip".into(),
+        decode_skip.to_string(),
+        "--threads".into(),
+        threads.to_string(),
+    ]
+}
+
+/// Runs `exe args`, returning stdout; a non-zero exit is a failure with stderr's last lines.
+fn run(exe: &Path, args: &[String]) -> Result<String, ToolFailure> {
+    let out = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| ToolFailure::new(format!("cannot run {}: {e}", exe.display()), Vec::new()))?;
+    let stderr: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if !out.status.success() {
+        let name = exe
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let sub = args.first().cloned().unwrap_or_default();
+        let last = stderr
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .cloned()
+            .unwrap_or_default();
+        return Err(ToolFailure::new(
+            format!("`{name} {sub}` exited with {}: {last}", out.status),
+            tail(&stderr, LOG_TAIL_LINES),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether a failed CUDA request's error output says "no usable CUDA here" (⏭) rather than a
+/// failure of the engine (⛔), and why. Matches the engine's own messages (`engine was built
+/// without the `cuda` feature`, the driver / device errors of its CUDA backend) and the usual
+/// CUDA error names.
+pub fn cuda_unavailable(output: &str) -> Option<String> {
+    let l = output.to_lowercase();
+    if l.contains("without the `cuda` feature") || l.contains("without cuda") {
+        return Some("engine built without the cuda feature".into());
+    }
+    const NO_DEVICE: [&str; 9] = [
+        "no cuda device",
+        "no cuda-capable device",
+        "cuda_error_no_device",
+        "cuda_error_not_found",
+        "libcuda",
+        "cuda driver",
+        "no gpu",
+        "cuda is not available",
+        "cuda unavailable",
+    ];
+    if NO_DEVICE.iter().any(|p| l.contains(p)) {
+        let line = output
+            .lines()
+            .rev()
+            .find(|x| {
+                let x = x.to_lowercase();
+                NO_DEVICE.iter().any(|p| x.contains(p))
+            })
+            .unwrap_or_default()
+            .trim()
+            .trim_start_matches("error: ");
+        return Some(format!("no usable CUDA device ({line})"));
+    }
+    None
+}
+
+impl Tools {
+    /// `engine profile … --json`.
+    pub fn profile(&self, req: &ProfileRequest<'_>) -> Result<Profile, ToolFailure> {
+        let mut args: Vec<String> = vec![
+            "profile".into(),
+            "--model".into(),
+            req.model.display().to_string(),
+            "--ep".into(),
+            req.device.name().into(),
+            "--dtype".into(),
+            req.dtype.name().into(),
+        ];
+        args.extend(req.prompt.args());
+        args.extend(["--tokens".into(), req.tokens.to_string()]);
+        args.extend(profile_settings(
+            req.warmups,
+            req.runs,
+            req.decode_skip,
+            req.threads,
+        ));
+        args.push("--json".into());
+        let out = run(&self.engine, &args).map_err(|mut f| {
+            if req.device == Device::Cuda {
+                let all = format!("{}\n{}", f.message, f.log_tail.join("\n"));
+                f.not_run = cuda_unavailable(&all);
+            }
+            f
+        })?;
+        parse_profile(&out).map_err(|e| ToolFailure::new(e, tail_of(&out)))
+    }
+
+    /// `oracle decode … --json`.
+    pub fn oracle(
+        &self,
+        model: &Path,
+        prompt: Prompt<'_>,
+        tokens: u32,
+    ) -> Result<OracleDecode, ToolFailure> {
+        let mut args: Vec<String> = vec![
+            "decode".into(),
+            "--model".into(),
+            model.display().to_string(),
+        ];
+        args.extend(prompt.args());
+        args.extend(["--tokens".into(), tokens.to_string(), "--json".into()]);
+        let out = run(&self.oracle, &args)?;
+        parse_oracle(&out).map_err(|e| ToolFailure::new(e, tail_of(&out)))
+    }
+
+    /// `engine tiny --seed S --out DIR`.
+    pub fn tiny(&self, seed: u64, out: &Path) -> Result<(), ToolFailure> {
+        let _ = std::fs::remove_dir_all(out);
+        run(
+            &self.engine,
+            &[
+                "tiny".into(),
+                "--seed".into(),
+                seed.to_string(),
+                "--out".into(),
+                out.display().to_string(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// `engine fetch smollm2`: provisions (or finds) the SmolLM2 packages; returns the f32 and
+    /// f16 package directories it prints. A failure is "not provisioned" (⏭) with the fix.
+    pub fn fetch_smollm2(&self) -> Result<(PathBuf, PathBuf), ToolFailure> {
+        let not_provisioned = |why: String, log_tail: Vec<String>| ToolFailure {
+            message: why.clone(),
+            log_tail,
+            not_run: Some(format!(
+                "model {} not provisioned: {why} (run `engine fetch smollm2`)",
+                crate::config::MODEL_SMOLLM2
+            )),
+        };
+        let out = run(&self.engine, &["fetch".into(), "smollm2".into()])
+            .map_err(|f| not_provisioned(f.message, f.log_tail))?;
+        let dirs: Vec<PathBuf> = out
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        match dirs.as_slice() {
+            [f32, f16, ..] if f32.join("model.onnx").is_file() => Ok((f32.clone(), f16.clone())),
+            _ => Err(not_provisioned(
+                format!("`engine fetch smollm2` printed no package directory: {out:?}"),
+                Vec::new(),
+            )),
+        }
+    }
+}
+
+fn tail_of(out: &str) -> Vec<String> {
+    let lines: Vec<String> = out.lines().map(str::to_string).collect();
+    tail(&lines, LOG_TAIL_LINES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_errors_are_told_apart_from_crashes() {
+        let stub = "error: engine was built without the `cuda` feature (rebuild with `cargo build --release -p engine --features cuda`)";
+        assert_eq!(
+            cuda_unavailable(stub).as_deref(),
+            Some("engine built without the cuda feature")
+        );
+        let r = cuda_unavailable("loading\nerror: CUDA driver init failed: CUDA_ERROR_NO_DEVICE\n")
+            .unwrap();
+        assert!(
+            r.starts_with("no usable CUDA device (CUDA driver init failed"),
+            "{r}"
+        );
+        assert_eq!(
+            cuda_unavailable("error: node /x (MatMul): inner dims 3 vs 4"),
+            None
+        );
+        assert_eq!(
+            cuda_unavailable("thread 'main' panicked at src/cuda.rs"),
+            None
+        );
+    }
+}
