@@ -1,0 +1,236 @@
+// The fused llama decode step (one token at batch 1), used by backend/cuda/llama.rs. A step is
+// embed -> per layer [rms_qkv_rope, attention, gemv_residual (o_proj), rms_gate_up,
+// gemv_residual (down)] -> rms_gemv (lm_head) -> argmax: 5 kernels per layer. The token and
+// position live in device memory (`state[0]` = token, `state[1]` = position) and argmax writes
+// the next token and advances the position, so a captured CUDA graph replays with no host input.
+// Weights are stored row per output ([out, in], transposed at load) so each warp reads one
+// contiguous row: the step is latency bound at this size and this keeps every load coalesced.
+// The residual stream, queries, attention output and logits are f32; the KV cache is in T.
+
+// Dot product of row `w` (length n) with shared/global f32 vector `v`, summed across the warp.
+template <typename T>
+__device__ __forceinline__ float warp_dot(const T* __restrict__ w, const float* v, int n) {
+    float acc = 0.0f;
+    for (int k = threadIdx.x & 31; k < n; k += 32) acc += to_f(w[k]) * v[k];
+    return warp_sum(acc);
+}
+
+// xs[i] = x[i] / sqrt(mean(x^2) + eps) * g[i], into shared memory (every block recomputes it:
+// h is small and this saves a kernel per norm).
+__device__ __forceinline__ void rms_to_shared(const float* __restrict__ x, const float* __restrict__ g,
+                                              float eps, int h, float* xs, float* red) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < h; i += blockDim.x) ss += x[i] * x[i];
+    ss = block_sum(ss, red);
+    float r = sqrtf(ss / (float)h + eps);
+    for (int i = threadIdx.x; i < h; i += blockDim.x) xs[i] = x[i] / r * g[i];
+    __syncthreads();
+}
+
+template <typename T>
+__device__ void embed(const T* __restrict__ emb, const int* __restrict__ state, float* __restrict__ x, int h) {
+    long tok = state[0];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < h; i += gridDim.x * blockDim.x)
+        x[i] = to_f(emb[tok * h + i]);
+}
+
+// Tasks: (nh + 2 kvh) * d/2 row pairs (i, i + d/2) of the fused [q; k; v] weight; one per warp.
+// q and k pairs are rotated (rotate-half RoPE at position state[1]); k and v go into the cache.
+template <typename T>
+__device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restrict__ g, float eps,
+                             const T* __restrict__ w, int h, int nh, int kvh, int d,
+                             const float* __restrict__ inv_freq, const int* __restrict__ state,
+                             float* __restrict__ q, T* __restrict__ kc, T* __restrict__ vc, int max_seq) {
+    extern __shared__ float smem[];
+    float* red = smem;
+    float* xs = smem + 32;
+    rms_to_shared(x, g, eps, h, xs, red);
+    int half = d / 2;
+    int tasks = (nh + 2 * kvh) * half;
+    int nw = blockDim.x >> 5;
+    int task = blockIdx.x * nw + (threadIdx.x >> 5);
+    if (task >= tasks) return;
+    int head = task / half, i = task % half;
+    long r0 = (long)head * d + i;
+    float a = warp_dot(w + r0 * h, xs, h);
+    float b = warp_dot(w + (r0 + half) * h, xs, h);
+    if ((threadIdx.x & 31) != 0) return;
+    int pos = state[1];
+    if (head < nh + kvh) {
+        float ang = (float)pos * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float a2 = a * c - b * s;
+        float b2 = b * c + a * s;
+        a = a2;
+        b = b2;
+    }
+    if (head < nh) {
+        q[head * d + i] = a;
+        q[head * d + i + half] = b;
+    } else {
+        int kh = head < nh + kvh ? head - nh : head - nh - kvh;
+        T* dst = (head < nh + kvh ? kc : vc) + ((long)kh * max_seq + pos) * d;
+        dst[i] = from_f<T>(a);
+        dst[i + half] = from_f<T>(b);
+    }
+}
+
+// One block per query head over the cached positions 0..=state[1]. Shared: 32 (reduction) +
+// d (partial outputs per group, times groups) + max_seq scores.
+template <typename T>
+__device__ void attention(const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
+                          const int* __restrict__ state, int nh, int kvh, int d, int max_seq, float scale,
+                          float* __restrict__ out) {
+    extern __shared__ float smem[];
+    int groups = blockDim.x / d;
+    float* red = smem;
+    float* part = smem + 32;
+    float* sc = part + groups * d;
+    int head = blockIdx.x;
+    int kh = head / (nh / kvh);
+    int len = state[1] + 1;
+    const float* qh = q + head * d;
+    const T* kb = kc + (long)kh * max_seq * d;
+    const T* vb = vc + (long)kh * max_seq * d;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int t = warp; t < len; t += nw) {
+        float acc = 0.0f;
+        for (int k = lane; k < d; k += 32) acc += qh[k] * to_f(kb[(long)t * d + k]);
+        acc = warp_sum(acc);
+        if (lane == 0) sc[t] = acc * scale;
+    }
+    __syncthreads();
+    float m = -3.402823466e38f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) m = fmaxf(m, sc[t]);
+    m = block_max(m, red);
+    float s = 0.0f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        float e = expf(sc[t] - m);
+        sc[t] = e;
+        s += e;
+    }
+    s = block_sum(s, red);
+    int dd = threadIdx.x % d, grp = threadIdx.x / d;
+    if (grp < groups) {
+        float acc = 0.0f;
+        for (int t = grp; t < len; t += groups) acc += sc[t] * to_f(vb[(long)t * d + dd]);
+        part[grp * d + dd] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < d) {
+        float acc = 0.0f;
+        for (int g2 = 0; g2 < groups; g2++) acc += part[g2 * d + threadIdx.x];
+        out[head * d + threadIdx.x] = acc / s;
+    }
+}
+
+// out[r] += dot(w[r], v) for r < rows; one warp per row.
+template <typename T>
+__device__ void gemv_residual(const T* __restrict__ w, const float* __restrict__ v, float* __restrict__ out,
+                              int rows, int cols) {
+    int nw = blockDim.x >> 5;
+    int r = blockIdx.x * nw + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    float acc = warp_dot(w + (long)r * cols, v, cols);
+    if ((threadIdx.x & 31) == 0) out[r] += acc;
+}
+
+// act[j] = silu(gate_j) * up_j with gate rows 0..f and up rows f..2f of `w`; one warp per j.
+template <typename T>
+__device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict__ g, float eps,
+                            const T* __restrict__ w, int h, int f, float* __restrict__ act) {
+    extern __shared__ float smem[];
+    float* red = smem;
+    float* xs = smem + 32;
+    rms_to_shared(x, g, eps, h, xs, red);
+    int nw = blockDim.x >> 5;
+    int j = blockIdx.x * nw + (threadIdx.x >> 5);
+    if (j >= f) return;
+    float gt = warp_dot(w + (long)j * h, xs, h);
+    float up = warp_dot(w + (long)(f + j) * h, xs, h);
+    if ((threadIdx.x & 31) == 0) {
+        float sg = 1.0f / (1.0f + expf(-gt));
+        act[j] = gt * sg * up;
+    }
+}
+
+// out[r] = dot(w[r], rmsnorm(x) * g) for r < rows (the lm_head over the tied embedding).
+template <typename T>
+__device__ void rms_gemv(const float* __restrict__ x, const float* __restrict__ g, float eps,
+                         const T* __restrict__ w, int h, int rows, float* __restrict__ out) {
+    extern __shared__ float smem[];
+    float* red = smem;
+    float* xs = smem + 32;
+    rms_to_shared(x, g, eps, h, xs, red);
+    int nw = blockDim.x >> 5;
+    int r = blockIdx.x * nw + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    float acc = warp_dot(w + (long)r * h, xs, h);
+    if ((threadIdx.x & 31) == 0) out[r] = acc;
+}
+
+#define LLAMA_KERNELS(T, S)                                                                       \
+extern "C" __global__ void embed_##S(const T* emb, const int* state, float* x, int h) {           \
+    embed<T>(emb, state, x, h);                                                                   \
+}                                                                                                 \
+extern "C" __global__ void rms_qkv_rope_##S(const float* x, const float* g, float eps, const T* w, \
+        int h, int nh, int kvh, int d, const float* inv_freq, const int* state, float* q, T* kc,  \
+        T* vc, int max_seq) {                                                                     \
+    rms_qkv_rope<T>(x, g, eps, w, h, nh, kvh, d, inv_freq, state, q, kc, vc, max_seq);            \
+}                                                                                                 \
+extern "C" __global__ void attention_##S(const float* q, const T* kc, const T* vc,               \
+        const int* state, int nh, int kvh, int d, int max_seq, float scale, float* out) {         \
+    attention<T>(q, kc, vc, state, nh, kvh, d, max_seq, scale, out);                              \
+}                                                                                                 \
+extern "C" __global__ void gemv_residual_##S(const T* w, const float* v, float* out, int rows,   \
+        int cols) {                                                                               \
+    gemv_residual<T>(w, v, out, rows, cols);                                                      \
+}                                                                                                 \
+extern "C" __global__ void rms_gate_up_##S(const float* x, const float* g, float eps, const T* w, \
+        int h, int f, float* act) {                                                               \
+    rms_gate_up<T>(x, g, eps, w, h, f, act);                                                      \
+}                                                                                                 \
+extern "C" __global__ void rms_gemv_##S(const float* x, const float* g, float eps, const T* w,    \
+        int h, int rows, float* out) {                                                            \
+    rms_gemv<T>(x, g, eps, w, h, rows, out);                                                      \
+}
+
+LLAMA_KERNELS(float, f32)
+LLAMA_KERNELS(h16, f16)
+LLAMA_KERNELS(b16, bf16)
+
+// Greedy pick over n logits (lowest index wins ties; NaN never wins), written to state[0] as the
+// next step's token; the position advances. One block of 1024 threads.
+extern "C" __global__ void argmax_next(const float* __restrict__ logits, int n, int* state) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    float best = -3.402823466e38f;
+    int idx = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = logits[i];
+        if (v > best) { best = v; idx = i; }  // NaN compares false: never picked
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
+    __syncthreads();
+    if (warp == 0) {
+        int nw = blockDim.x >> 5;
+        best = lane < nw ? bv[lane] : -3.402823466e38f;
+        idx = lane < nw ? bi[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        }
+        if (lane == 0) {
+            if (idx == 0x7fffffff) idx = 0;  // all NaN / -inf: token 0, as the CPU argmax
+            state[0] = idx;
+            state[1] = state[1] + 1;
+        }
+    }
+}

@@ -1,0 +1,619 @@
+//! The fused llama decode path on CUDA: recognises packages built by [`crate::llama`] (`engine
+//! tiny`, `engine convert`), uploads their weights once in the package's float type (rows
+//! transposed to `[out, in]`; q/k/v and gate/up concatenated), and runs each token as 5 kernels
+//! per layer plus embed, lm_head and argmax (`kernels/llama.cu`).
+//!
+//! Why not the generic executor: at SmolLM2-135M's size a step is bound by kernel count, not
+//! bandwidth (FACTS.md: ~1000 small kernels ≈ 3.5 µs each even under a graph), so per-ONNX-node
+//! execution cannot reach the 2000 tok/s target; fusing each layer into a handful of kernels can.
+//!
+//! The KV cache lives on the device (`[kv_heads, capacity, head_dim]` per layer and K/V); the
+//! token and position live in a device buffer that argmax updates, so a step needs no host
+//! input and is captured once as a CUDA graph and replayed (the prompt is fed token by token
+//! through the same step, its ids written into that buffer before each replay). Only the sampled
+//! token id (4 bytes) comes back per step.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig, PushKernelArg, sys};
+
+use super::{Device, cu_err};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::onnx::Model;
+use crate::package::Package;
+use crate::profile::{CudaGraphStats, DecodeRun, Decoder, DeviceKvStats};
+use crate::tensor::Tensor;
+
+/// Threads per block of every kernel but argmax (8 warps).
+const BLOCK: u32 = 256;
+const WARPS: u32 = BLOCK / 32;
+/// Largest KV capacity: the attention kernel keeps one f32 score per position in shared memory
+/// (32 KiB at 8192), under the 48 KiB every GPU grants without opt-in.
+const MAX_SEQ: usize = 8192;
+
+/// Geometry read from the package.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaShape {
+    pub vocab: usize,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub eps: f32,
+    pub dtype: DType,
+}
+
+struct Layer {
+    ln1: CudaSlice<f32>,
+    ln2: CudaSlice<f32>,
+    /// `[(heads + 2 kv_heads) * head_dim, hidden]`.
+    wqkv: CudaSlice<u8>,
+    /// `[hidden, heads * head_dim]`.
+    wo: CudaSlice<u8>,
+    /// `[2 ffn, hidden]`: gate rows then up rows.
+    wgu: CudaSlice<u8>,
+    /// `[hidden, ffn]`.
+    wd: CudaSlice<u8>,
+    kc: Option<CudaSlice<u8>>,
+    vc: Option<CudaSlice<u8>>,
+}
+
+struct Kernels {
+    embed: CudaFunction,
+    qkv: CudaFunction,
+    attention: CudaFunction,
+    gemv_residual: CudaFunction,
+    gate_up: CudaFunction,
+    rms_gemv: CudaFunction,
+    argmax: CudaFunction,
+}
+
+/// The fused decoder. Not `Sync`: one decode at a time.
+pub struct LlamaDecoder {
+    dev: Arc<Device>,
+    shape: LlamaShape,
+    k: Kernels,
+    layers: Vec<Layer>,
+    embed: CudaSlice<u8>,
+    norm: CudaSlice<f32>,
+    inv_freq: CudaSlice<f32>,
+    x: CudaSlice<f32>,
+    q: CudaSlice<f32>,
+    attn: CudaSlice<f32>,
+    act: CudaSlice<f32>,
+    logits: CudaSlice<f32>,
+    /// `[token, position]`.
+    state: CudaSlice<i32>,
+    capacity: usize,
+    use_graph: bool,
+    graph: Option<CudaGraph>,
+    /// An eager step has run since the buffers were (re)allocated: capture may begin.
+    warmed: bool,
+    /// Capture failed: every later step runs eagerly.
+    graph_broken: bool,
+    graph_stats: CudaGraphStats,
+    kv_stats: DeviceKvStats,
+}
+
+impl std::fmt::Debug for LlamaDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaDecoder")
+            .field("shape", &self.shape)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+fn not_llama(model: &Model, why: String) -> Error {
+    Error::package(
+        &model.path,
+        format!(
+            "the CUDA decoder runs llama packages made by `engine tiny` / `engine convert`: {why}"
+        ),
+    )
+}
+
+fn weight<'a>(model: &'a Model, name: &str, shape: &[usize]) -> Result<&'a Tensor> {
+    let t = model
+        .initializers
+        .get(name)
+        .ok_or_else(|| not_llama(model, format!("no initializer {name}")))?;
+    if t.shape() != shape {
+        return Err(not_llama(
+            model,
+            format!("{name} has shape {:?}, expected {shape:?}", t.shape()),
+        ));
+    }
+    Ok(t)
+}
+
+/// Reads the llama geometry of a package built by [`crate::llama::build`].
+pub fn recognise(package: &Package) -> Result<LlamaShape> {
+    let model = &package.model;
+    let embed = model
+        .initializers
+        .get("model.embed_tokens.weight")
+        .ok_or_else(|| not_llama(model, "no initializer model.embed_tokens.weight".into()))?;
+    let (vocab, hidden) = match embed.shape() {
+        [v, h] => (*v, *h),
+        s => return Err(not_llama(model, format!("embedding has shape {s:?}"))),
+    };
+    let layers = package.io.layers.len();
+    let (kv_heads, head_dim) = (package.io.kv_heads, package.io.head_dim);
+    let q = model
+        .initializers
+        .get("model.layers.0.self_attn.q_proj.weight")
+        .ok_or_else(|| not_llama(model, "no q_proj weight in layer 0".into()))?;
+    let qo = q.shape().get(1).copied().unwrap_or(0);
+    if head_dim == 0 || !qo.is_multiple_of(head_dim) || kv_heads == 0 {
+        return Err(not_llama(model, format!("q_proj shape {:?}", q.shape())));
+    }
+    let heads = qo / head_dim;
+    let ffn = model
+        .initializers
+        .get("model.layers.0.mlp.gate_proj.weight")
+        .and_then(|t| t.shape().get(1).copied())
+        .ok_or_else(|| not_llama(model, "no gate_proj weight in layer 0".into()))?;
+    let eps_node = model
+        .nodes
+        .iter()
+        .find(|n| n.name == "/model/layers.0/input_layernorm/SimplifiedLayerNormalization")
+        .ok_or_else(|| not_llama(model, "no input_layernorm node in layer 0".into()))?;
+    let eps = eps_node
+        .attributes
+        .iter()
+        .find(|a| a.name.as_deref() == Some("epsilon"))
+        .and_then(|a| a.f)
+        .unwrap_or(1e-5);
+    let dtype = embed.dtype();
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(not_llama(model, format!("weights are {dtype}")));
+    }
+    if !heads.is_multiple_of(kv_heads)
+        || !head_dim.is_multiple_of(2)
+        || head_dim > BLOCK as usize
+        || !(BLOCK as usize).is_multiple_of(head_dim)
+    {
+        return Err(not_llama(
+            model,
+            format!(
+                "unsupported geometry: {heads} heads, {kv_heads} kv heads, head dim {head_dim}"
+            ),
+        ));
+    }
+    Ok(LlamaShape {
+        vocab,
+        hidden,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+        ffn,
+        eps,
+        dtype,
+    })
+}
+
+/// `[rows, cols]` row-major in its native element type → `[cols, rows]` bytes.
+fn transposed(t: &Tensor) -> Vec<u8> {
+    let (rows, cols) = (t.shape()[0], t.shape()[1]);
+    let bytes = t.data().to_le_bytes();
+    let es = t.dtype().size();
+    let mut out = vec![0u8; bytes.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            let src = (r * cols + c) * es;
+            let dst = (c * rows + r) * es;
+            out[dst..dst + es].copy_from_slice(&bytes[src..src + es]);
+        }
+    }
+    out
+}
+
+/// The RoPE inverse frequencies the graph uses: the f32 constant multiplied by the positions in
+/// `/model/rope/Mul` (taken from the graph so the GPU rotates exactly as the CPU does).
+fn inv_freq(model: &Model, half: usize) -> Result<Vec<f32>> {
+    let node = model
+        .nodes
+        .iter()
+        .find(|n| n.name == "/model/rope/Mul")
+        .ok_or_else(|| not_llama(model, "no /model/rope/Mul node".into()))?;
+    let t = node
+        .inputs
+        .iter()
+        .filter_map(|i| model.initializers.get(i))
+        .find(|t| t.numel() == half)
+        .ok_or_else(|| {
+            not_llama(
+                model,
+                "no inverse-frequency constant in /model/rope/Mul".into(),
+            )
+        })?;
+    Ok(t.to_f32_vec())
+}
+
+impl LlamaDecoder {
+    /// Uploads the package's weights; `use_graph` captures the step in a CUDA graph.
+    pub fn new(package: &Package, use_graph: bool) -> Result<LlamaDecoder> {
+        let shape = recognise(package)?;
+        let dev = Device::new()?;
+        let model = &package.model;
+        let s = &shape;
+        let (h, d) = (s.hidden, s.head_dim);
+        let st = &dev.stream;
+        let up_f32 = |v: &[f32]| st.clone_htod(v).map_err(cu_err("upload"));
+        let up = |v: &[u8]| st.clone_htod(v).map_err(cu_err("upload weights"));
+        let mut layers = Vec::with_capacity(s.layers);
+        for l in 0..s.layers {
+            let p = |n: &str| format!("model.layers.{l}.{n}.weight");
+            let ln1 = weight(model, &p("input_layernorm"), &[h])?.to_f32_vec();
+            let ln2 = weight(model, &p("post_attention_layernorm"), &[h])?.to_f32_vec();
+            let mut wqkv = transposed(weight(model, &p("self_attn.q_proj"), &[h, s.heads * d])?);
+            wqkv.extend(transposed(weight(
+                model,
+                &p("self_attn.k_proj"),
+                &[h, s.kv_heads * d],
+            )?));
+            wqkv.extend(transposed(weight(
+                model,
+                &p("self_attn.v_proj"),
+                &[h, s.kv_heads * d],
+            )?));
+            let wo = transposed(weight(model, &p("self_attn.o_proj"), &[s.heads * d, h])?);
+            let mut wgu = transposed(weight(model, &p("mlp.gate_proj"), &[h, s.ffn])?);
+            wgu.extend(transposed(weight(model, &p("mlp.up_proj"), &[h, s.ffn])?));
+            let wd = transposed(weight(model, &p("mlp.down_proj"), &[s.ffn, h])?);
+            layers.push(Layer {
+                ln1: up_f32(&ln1)?,
+                ln2: up_f32(&ln2)?,
+                wqkv: up(&wqkv)?,
+                wo: up(&wo)?,
+                wgu: up(&wgu)?,
+                wd: up(&wd)?,
+                kc: None,
+                vc: None,
+            });
+        }
+        let embed = up(&weight(model, "model.embed_tokens.weight", &[s.vocab, h])?
+            .data()
+            .to_le_bytes())?;
+        let norm = up_f32(&weight(model, "model.norm.weight", &[h])?.to_f32_vec())?;
+        let inv_freq = up_f32(&inv_freq(model, d / 2)?)?;
+        let sfx = match s.dtype {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            _ => "f32",
+        };
+        let f = |n: &str| dev.function("llama", &format!("{n}_{sfx}"));
+        let k = Kernels {
+            embed: f("embed")?,
+            qkv: f("rms_qkv_rope")?,
+            attention: f("attention")?,
+            gemv_residual: f("gemv_residual")?,
+            gate_up: f("rms_gate_up")?,
+            rms_gemv: f("rms_gemv")?,
+            argmax: dev.function("llama", "argmax_next")?,
+        };
+        let z = |n: usize| st.alloc_zeros::<f32>(n).map_err(cu_err("alloc"));
+        Ok(LlamaDecoder {
+            x: z(h)?,
+            q: z(s.heads * d)?,
+            attn: z(s.heads * d)?,
+            act: z(s.ffn)?,
+            logits: z(s.vocab)?,
+            state: st.alloc_zeros::<i32>(2).map_err(cu_err("alloc"))?,
+            shape,
+            k,
+            layers,
+            embed,
+            norm,
+            inv_freq,
+            capacity: 0,
+            use_graph,
+            graph: None,
+            warmed: false,
+            graph_broken: false,
+            graph_stats: CudaGraphStats {
+                enabled: use_graph,
+                ..Default::default()
+            },
+            kv_stats: DeviceKvStats::default(),
+            dev,
+        })
+    }
+
+    pub fn shape(&self) -> &LlamaShape {
+        &self.shape
+    }
+
+    /// Makes room for `tokens` positions (capacity grows in steps of 1024, up to [`MAX_SEQ`]); a
+    /// new allocation invalidates the captured graph, which bakes in buffer addresses.
+    fn ensure_capacity(&mut self, tokens: usize) -> Result<()> {
+        if tokens > MAX_SEQ {
+            return Err(Error::msg(format!(
+                "cuda decoder: {tokens} positions exceed the KV capacity limit of {MAX_SEQ}"
+            )));
+        }
+        if tokens <= self.capacity {
+            return Ok(());
+        }
+        let cap = tokens.div_ceil(1024) * 1024;
+        let s = &self.shape;
+        let bytes = s.kv_heads * cap * s.head_dim * s.dtype.size();
+        for l in &mut self.layers {
+            l.kc = None;
+            l.vc = None;
+            l.kc = Some(
+                self.dev
+                    .stream
+                    .alloc_zeros::<u8>(bytes)
+                    .map_err(cu_err("alloc kv"))?,
+            );
+            l.vc = Some(
+                self.dev
+                    .stream
+                    .alloc_zeros::<u8>(bytes)
+                    .map_err(cu_err("alloc kv"))?,
+            );
+        }
+        self.capacity = cap;
+        self.graph = None;
+        self.warmed = false;
+        Ok(())
+    }
+
+    /// Enqueues one decode step on the stream (eagerly, or into a capture).
+    fn launch_step(&mut self) -> Result<()> {
+        let s = self.shape.clone();
+        let st = self.dev.stream.clone();
+        let (h, nh, kvh, d, f) = (
+            s.hidden as i32,
+            s.heads as i32,
+            s.kv_heads as i32,
+            s.head_dim as i32,
+            s.ffn as i32,
+        );
+        let (vocab, cap, eps) = (s.vocab as i32, self.capacity as i32, s.eps);
+        let scale = 1.0f32 / (s.head_dim as f32).sqrt();
+        let grid = |n: usize| (n as u32).div_ceil(WARPS);
+        let cfg = |blocks: u32, smem_floats: usize| LaunchConfig {
+            grid_dim: (blocks.max(1), 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: (smem_floats * 4) as u32,
+        };
+        let rms_smem = 32 + s.hidden;
+        let groups = BLOCK as usize / s.head_dim;
+        let attn_smem = 32 + groups * s.head_dim + self.capacity;
+        let err = cu_err("kernel launch");
+        // SAFETY (all launches below): every pointer is a live device buffer sized for the
+        // arguments passed with it (weights by `recognise`'s geometry, KV by `capacity`,
+        // which also bounds the position the kernels index with), and the argument lists
+        // match the kernel signatures in kernels/llama.cu.
+        unsafe {
+            st.launch_builder(&self.k.embed)
+                .arg(&self.embed)
+                .arg(&self.state)
+                .arg(&mut self.x)
+                .arg(&h)
+                .launch(LaunchConfig {
+                    grid_dim: ((s.hidden as u32).div_ceil(BLOCK), 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err)?;
+            for l in &mut self.layers {
+                let (Some(kc), Some(vc)) = (l.kc.as_mut(), l.vc.as_mut()) else {
+                    return Err(Error::msg("cuda decoder: KV cache not allocated"));
+                };
+                st.launch_builder(&self.k.qkv)
+                    .arg(&self.x)
+                    .arg(&l.ln1)
+                    .arg(&eps)
+                    .arg(&l.wqkv)
+                    .arg(&h)
+                    .arg(&nh)
+                    .arg(&kvh)
+                    .arg(&d)
+                    .arg(&self.inv_freq)
+                    .arg(&self.state)
+                    .arg(&mut self.q)
+                    .arg(&mut *kc)
+                    .arg(&mut *vc)
+                    .arg(&cap)
+                    .launch(cfg(
+                        grid((s.heads + 2 * s.kv_heads) * s.head_dim / 2),
+                        rms_smem,
+                    ))
+                    .map_err(cu_err("kernel rms_qkv_rope"))?;
+                st.launch_builder(&self.k.attention)
+                    .arg(&self.q)
+                    .arg(&*kc)
+                    .arg(&*vc)
+                    .arg(&self.state)
+                    .arg(&nh)
+                    .arg(&kvh)
+                    .arg(&d)
+                    .arg(&cap)
+                    .arg(&scale)
+                    .arg(&mut self.attn)
+                    .launch(cfg(s.heads as u32, attn_smem))
+                    .map_err(cu_err("kernel attention"))?;
+                let od = nh * d;
+                st.launch_builder(&self.k.gemv_residual)
+                    .arg(&l.wo)
+                    .arg(&self.attn)
+                    .arg(&mut self.x)
+                    .arg(&h)
+                    .arg(&od)
+                    .launch(cfg(grid(s.hidden), 0))
+                    .map_err(cu_err("kernel gemv_residual (o_proj)"))?;
+                st.launch_builder(&self.k.gate_up)
+                    .arg(&self.x)
+                    .arg(&l.ln2)
+                    .arg(&eps)
+                    .arg(&l.wgu)
+                    .arg(&h)
+                    .arg(&f)
+                    .arg(&mut self.act)
+                    .launch(cfg(grid(s.ffn), rms_smem))
+                    .map_err(cu_err("kernel rms_gate_up"))?;
+                st.launch_builder(&self.k.gemv_residual)
+                    .arg(&l.wd)
+                    .arg(&self.act)
+                    .arg(&mut self.x)
+                    .arg(&h)
+                    .arg(&f)
+                    .launch(cfg(grid(s.hidden), 0))
+                    .map_err(cu_err("kernel gemv_residual (down_proj)"))?;
+            }
+            st.launch_builder(&self.k.rms_gemv)
+                .arg(&self.x)
+                .arg(&self.norm)
+                .arg(&eps)
+                .arg(&self.embed)
+                .arg(&h)
+                .arg(&vocab)
+                .arg(&mut self.logits)
+                .launch(cfg(grid(s.vocab), rms_smem))
+                .map_err(cu_err("kernel rms_gemv (lm_head)"))?;
+            st.launch_builder(&self.k.argmax)
+                .arg(&self.logits)
+                .arg(&vocab)
+                .arg(&mut self.state)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(cu_err("kernel argmax_next"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs one step: eagerly before warm-up, when graphs are off or broken; else replays the
+    /// captured graph, capturing it first if needed (a failed capture falls back to eager, with
+    /// the reason recorded).
+    fn step(&mut self) -> Result<()> {
+        if !self.use_graph {
+            return self.launch_step();
+        }
+        if self.graph_broken {
+            self.graph_stats.fallbacks += 1;
+            return self.launch_step();
+        }
+        if self.graph.is_none() {
+            if !self.warmed {
+                self.warmed = true;
+                return self.launch_step();
+            }
+            match self.capture() {
+                Ok(g) => {
+                    self.graph_stats.captures += 1;
+                    self.graph = Some(g);
+                }
+                Err(e) => {
+                    self.graph_broken = true;
+                    self.graph_stats.fallbacks += 1;
+                    self.graph_stats.fallback_reasons.push(e.to_string());
+                    return self.launch_step();
+                }
+            }
+        }
+        if let Some(g) = &self.graph {
+            g.launch().map_err(cu_err("graph launch"))?;
+            self.graph_stats.replays += 1;
+        }
+        Ok(())
+    }
+
+    fn capture(&mut self) -> Result<CudaGraph> {
+        let st = self.dev.stream.clone();
+        st.synchronize().map_err(cu_err("synchronize"))?;
+        st.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cu_err("begin capture"))?;
+        let launched = self.launch_step();
+        // End the capture whatever happened, so the stream is usable again.
+        let ended = st.end_capture(sys::CUgraphInstantiate_flags(0));
+        launched?;
+        ended
+            .map_err(cu_err("end capture"))?
+            .ok_or_else(|| Error::msg("cuda: stream capture produced no graph"))
+    }
+
+    fn set_state(&mut self, v: &[i32]) -> Result<()> {
+        let mut dst = self.state.slice_mut(0..v.len());
+        self.dev
+            .stream
+            .memcpy_htod(v, &mut dst)
+            .map_err(cu_err("upload token"))
+    }
+
+    fn read_token(&mut self) -> Result<u32> {
+        let mut out = [0i32; 1];
+        self.dev
+            .stream
+            .memcpy_dtoh(&self.state.slice(0..1), &mut out)
+            .map_err(cu_err("download token"))?;
+        Ok(out[0] as u32)
+    }
+
+    /// Greedy decode of exactly `tokens` new tokens (no EOS stop).
+    pub fn generate(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
+        if prompt.is_empty() || tokens == 0 {
+            return Err(Error::msg("cuda decoder: empty prompt or zero tokens"));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.shape.vocab) {
+            return Err(Error::msg(format!(
+                "token id {bad} is out of range for a vocabulary of {}",
+                self.shape.vocab
+            )));
+        }
+        self.ensure_capacity(prompt.len() + tokens)?;
+        let t0 = Instant::now();
+        self.set_state(&[prompt[0] as i32, 0])?;
+        for (i, &t) in prompt.iter().enumerate() {
+            if i > 0 {
+                self.set_state(&[t as i32])?;
+            }
+            self.step()?;
+        }
+        let mut ids = vec![self.read_token()?];
+        let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut step_ms = Vec::with_capacity(tokens);
+        for _ in 1..tokens {
+            let t = Instant::now();
+            self.step()?;
+            ids.push(self.read_token()?);
+            self.kv_stats.d2h_calls += 1;
+            self.kv_stats.d2h_bytes += 4;
+            step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(DecodeRun {
+            generated_ids: ids,
+            prefill_ms,
+            step_ms,
+        })
+    }
+
+    pub fn graph_stats(&self) -> &CudaGraphStats {
+        &self.graph_stats
+    }
+}
+
+impl Decoder for LlamaDecoder {
+    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
+        self.generate(prompt, tokens)
+    }
+
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn device_stats(&self) -> (Option<CudaGraphStats>, Option<DeviceKvStats>) {
+        (Some(self.graph_stats.clone()), Some(self.kv_stats.clone()))
+    }
+}
