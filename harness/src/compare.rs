@@ -160,7 +160,7 @@ pub fn e2e_tools(
     .map_err(|f| {
         let mut m = f.message;
         for l in f.log_tail.iter().rev().take(8).rev() {
-            m.push_str("\n");
+            m.push('\n');
             m.push_str(l);
         }
         m

@@ -620,6 +620,129 @@ mod tests {
         assert!(e.contains("sometimes") || e.contains("fail_on"), "{e}");
     }
 
+    const E2E: &str = "packages: [engine]\ndefault_suite: quick\nsuites:\n  quick:\n    e2e: [tiny]\ne2e:\n  cases:\n    tiny:\n      model: tiny\n      goldens: all\n";
+
+    #[test]
+    fn e2e_cases_parse_with_defaults() {
+        let c = Config::parse(E2E, Path::new("h.yaml")).unwrap();
+        let e = c.e2e.as_ref().unwrap();
+        assert_eq!(
+            (e.runs, e.warmups, e.decode_skip, e.threads, e.tokens),
+            (3, 1, 1, 1, 32)
+        );
+        let t = &e.cases["tiny"];
+        assert_eq!(t.goldens, Some(GoldenSelection::All("all".into())));
+        assert_eq!(
+            (t.devices.as_slice(), t.dtype),
+            (&[Device::Cpu][..], Dtype::F32)
+        );
+        assert_eq!(c.suites["quick"].e2e, ["tiny"]);
+        assert!(
+            c.suites["quick"].benches.is_empty(),
+            "an e2e-only suite is valid"
+        );
+
+        let full = "packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [a]\ne2e:\n  runs: 5\n  cases:\n    a:\n      model: smollm2-135m-instruct\n      goldens: [capital_plain, haiku_chat]\n      prompts:\n        hi: Hello\n      devices: [cpu, cuda]\n      dtype: f16\n      tokens: 16\n";
+        let c = Config::parse(full, Path::new("h.yaml")).unwrap();
+        let a = &c.e2e.as_ref().unwrap().cases["a"];
+        assert_eq!(
+            a.goldens,
+            Some(GoldenSelection::Named(vec![
+                "capital_plain".into(),
+                "haiku_chat".into()
+            ]))
+        );
+        assert_eq!(
+            (a.devices.len(), a.dtype, a.tokens),
+            (2, Dtype::F16, Some(16))
+        );
+        assert_eq!(a.prompts["hi"], "Hello");
+    }
+
+    #[test]
+    fn this_repositorys_quick_suite_runs_the_tiny_model_on_cpu() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let c = load_for_repo(&root).unwrap();
+        let e2e = c.e2e.as_ref().unwrap();
+        let quick = &c.suites["quick"].e2e;
+        assert!(
+            quick
+                .iter()
+                .any(|n| e2e.cases[n].model == MODEL_TINY
+                    && e2e.cases[n].devices.contains(&Device::Cpu)),
+            "{quick:?}"
+        );
+    }
+
+    #[test]
+    fn e2e_errors_name_the_key() {
+        let with = |case: &str| {
+            format!(
+                "packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [a]\ne2e:\n  cases:\n    a:\n{case}"
+            )
+        };
+        for (case, key) in [
+            ("      model: tiny\n", "key `e2e.cases.a`"),
+            (
+                "      model: tiny\n      goldens: some\n",
+                "key `e2e.cases.a.goldens`",
+            ),
+            (
+                "      model: tiny\n      goldens: []\n",
+                "key `e2e.cases.a.goldens`",
+            ),
+            (
+                "      model: ./pkg\n      goldens: all\n",
+                "key `e2e.cases.a.goldens`",
+            ),
+            (
+                "      model: tiny\n      goldens: all\n      devices: []\n",
+                "key `e2e.cases.a.devices`",
+            ),
+            (
+                "      model: tiny\n      goldens: all\n      devices: [cpu, cpu]\n",
+                "key `e2e.cases.a.devices`",
+            ),
+            (
+                "      model: tiny\n      goldens: all\n      tokens: 1\n",
+                "key `e2e.cases.a.tokens`",
+            ),
+            (
+                "      model: tiny\n      goldens: all\n      dtype: f16\n",
+                "key `e2e.cases.a.dtype`",
+            ),
+            (
+                "      model: ''\n      prompts: {x: y}\n",
+                "key `e2e.cases.a.model`",
+            ),
+            (
+                "      model: p\n      prompts: {x: ''}\n",
+                "key `e2e.cases.a.prompts.x`",
+            ),
+        ] {
+            let e = err(&with(case));
+            assert!(e.contains(key), "{case:?}: {e}");
+        }
+        let e = err(
+            "packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [nope]\ne2e:\n  cases:\n    a:\n      model: tiny\n      goldens: all\n",
+        );
+        assert!(
+            e.contains("key `suites.s.e2e`") && e.contains("\"nope\"") && e.contains("cases: a"),
+            "{e}"
+        );
+        let e = err("packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [a]\n");
+        assert!(e.contains("cases: none"), "{e}");
+        let e =
+            err("packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    description: nothing\n");
+        assert!(e.contains("key `suites.s`") && e.contains("e2e"), "{e}");
+        let e = err(&with(
+            "      model: tiny\n      goldens: all\n      devices: [tpu]\n",
+        ));
+        assert!(e.contains("tpu"), "{e}");
+        let e = err(&with("      model: tiny\n      golden: all\n"));
+        assert!(e.contains("golden"), "{e}");
+    }
+
     #[test]
     fn criterion_args_carry_the_settings() {
         let a = CriterionSettings::default().args();

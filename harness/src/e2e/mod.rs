@@ -845,3 +845,76 @@ pub fn run_compare(
         failures: build_failures(&[base, head]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn cfg() -> E2eConfig {
+        let text = "packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [t, p]\ne2e:\n  cases:\n    t:\n      model: tiny\n      goldens: all\n      devices: [cpu, cuda]\n    p:\n      model: pkg\n      prompts: {hi: Hello}\n";
+        Config::parse(text, Path::new("h.yaml"))
+            .unwrap()
+            .e2e
+            .unwrap()
+    }
+
+    #[test]
+    fn checks_are_cases_times_prompts_times_devices() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let g = dir.path().join("goldens/tiny");
+        std::fs::create_dir_all(&g).unwrap();
+        for n in ["b", "a"] {
+            std::fs::write(g.join(format!("{n}.json")), "{}").unwrap();
+        }
+        std::fs::write(g.join("README.md"), "").unwrap();
+        let all = plan_checks(&cfg(), &[], &[], dir.path()).unwrap();
+        let ids: Vec<&str> = all.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "p/hi/cpu-f32",
+                "t/a/cpu-f32",
+                "t/b/cpu-f32",
+                "t/a/cuda-f32",
+                "t/b/cuda-f32"
+            ]
+        );
+        assert_eq!(all[1].input, Input::Golden("a".into()));
+        let cuda = plan_checks(&cfg(), &["t".into()], &[Device::Cuda], dir.path()).unwrap();
+        assert_eq!(cuda.len(), 2);
+        assert!(cuda.iter().all(|c| c.device == Device::Cuda));
+        let e = plan_checks(&cfg(), &["x".into()], &[], dir.path()).unwrap_err();
+        assert!(e.contains("\"x\"") && e.contains("cases: p, t"), "{e}");
+        let empty = tempfile::TempDir::new().unwrap();
+        let e = plan_checks(&cfg(), &["t".into()], &[], empty.path()).unwrap_err();
+        assert!(e.contains("goldens: all"), "{e}");
+    }
+
+    #[test]
+    fn graph_counter_changes_are_flagged() {
+        let g = |captures, fallbacks| CudaGraphCounters {
+            enabled: true,
+            captures,
+            replays: 30,
+            fallbacks,
+        };
+        assert_eq!(graph_flag(Some(g(1, 0)), Some(g(1, 0))), None);
+        assert_eq!(
+            graph_flag(Some(g(1, 0)), Some(g(1, 31))).as_deref(),
+            Some("CUDA graph fallbacks 0 → 31")
+        );
+        assert_eq!(
+            graph_flag(Some(g(1, 0)), Some(g(3, 0))).as_deref(),
+            Some("CUDA graph captures 1 → 3")
+        );
+        // CPU rows have no counters: nothing to flag.
+        assert_eq!(graph_flag(None, None), None);
+    }
+
+    #[test]
+    fn a_rounds_number_is_the_lower_quartile_of_its_runs() {
+        assert_eq!(round_ms(&[1.0, 2.0, 3.0, 4.0, 5.0]), Some(2.0));
+        assert_eq!(round_ms(&[]), None);
+    }
+}

