@@ -200,8 +200,8 @@ fn graph_cell(g: Option<CudaGraphCounters>) -> String {
     }
 }
 
-/// `(base, head)` time cells (per decode step) and tok/s.
-fn speed_cells(s: &E2eSpeed) -> (String, String, String, String) {
+/// `(base, head)` time cells (per decode step) and tok/s (None for a side not measured).
+fn speed_cells(s: &E2eSpeed) -> (String, String, Option<String>, Option<String>) {
     let ns = |x: &Option<E2eSpeedSide>| x.as_ref().map(|s| s.median_ms_per_step * 1e6);
     let (b, h) = match (ns(&s.base), ns(&s.head)) {
         (Some(b), Some(h)) => fmt::time_pair(b, h),
@@ -212,7 +212,7 @@ fn speed_cells(s: &E2eSpeed) -> (String, String, String, String) {
     };
     let tok = |x: &Option<E2eSpeedSide>| {
         x.as_ref()
-            .map_or(EMPTY.into(), |s| format!("{} tok/s", fmt::number(s.tok_s)))
+            .map(|s| format!("{} tok/s", fmt::number(s.tok_s)))
     };
     (b, h, tok(&s.base), tok(&s.head))
 }
@@ -365,9 +365,14 @@ pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option
                 (None, true) => bg,
                 (None, false) => format!("{bg} → {hg}"),
             };
+            let join = |t: String, tp: Option<String>| match tp {
+                Some(tp) => format!("{t}<br>{tp}"),
+                None => t,
+            };
+            let (b, h) = (join(b, bt), join(h, ht));
             let _ = writeln!(
                 s,
-                "| {} | `{}` | {b}<br>{bt} | {h}<br>{ht} | {change} | {ci} | {thr} | {} |",
+                "| {} | `{}` | {b} | {h} | {change} | {ci} | {thr} | {} |",
                 status_cell(r),
                 r.id.replace('|', "\\|"),
                 esc(&graph)
@@ -513,11 +518,15 @@ pub fn terminal(results: &Results) -> String {
                     Some(f) => format!("⚠️ {f}"),
                     None => graph_cell(r.head.as_ref().and_then(|x| x.cuda_graph)),
                 };
+                let join = |t: String, tp: Option<String>| match tp {
+                    Some(tp) => format!("{t} · {tp}"),
+                    None => t,
+                };
                 t.add_row(vec![
                     status_cell(r),
                     r.id.clone(),
-                    format!("{b} · {bt}"),
-                    format!("{h} · {ht}"),
+                    join(b, bt),
+                    join(h, ht),
                     change,
                     ci,
                     thr,

@@ -346,3 +346,254 @@ pub fn base_build_failure() -> Results {
     r.wall_s = 95.0;
     r
 }
+
+fn e2e_ok() -> crate::results::E2eSideCheck {
+    use crate::results::{E2eSideCheck, E2eStatus, RefVerdict};
+    E2eSideCheck {
+        status: E2eStatus::Identical,
+        model_sha256: Some("92024f4b2c03".into()),
+        generated_ids: vec![114, 114, 26],
+        vs_oracle: RefVerdict::Identical,
+        vs_golden: RefVerdict::Identical,
+        divergence: None,
+        note: None,
+        log_tail: Vec::new(),
+    }
+}
+
+fn e2e_side(
+    ms: f64,
+    graph: Option<crate::results::CudaGraphCounters>,
+) -> crate::results::E2eSpeedSide {
+    crate::results::E2eSpeedSide {
+        per_round_ms: vec![ms * 0.99, ms, ms * 1.01],
+        runs_ms: vec![vec![ms, ms * 1.02, ms * 0.98]],
+        median_ms_per_step: ms,
+        tok_s: 1e3 / ms,
+        prefill_ms: 4.0 * ms,
+        cuda_graph: graph,
+    }
+}
+
+/// A clean benchmark pass with end-to-end rows: one answer the PR changed (the headline), one
+/// near-tie flip, one CUDA row not run, a confirmed e2e slowdown and a changed CUDA-graph counter.
+pub fn with_e2e() -> Results {
+    use crate::config::{Device, Dtype};
+    use crate::results::{
+        CudaGraphCounters, E2eCorrectness, E2eDivergence, E2eMode, E2eResults, E2eSpeed, E2eStatus,
+        RefVerdict,
+    };
+    let mut r = clean_pass(2);
+    let diverged = {
+        let mut c = e2e_ok();
+        c.status = E2eStatus::Diverged;
+        c.vs_oracle = RefVerdict::Diverged;
+        c.vs_golden = RefVerdict::Diverged;
+        c.divergence = Some(E2eDivergence {
+            reference: "oracle".into(),
+            step: 3,
+            expected: Some(411),
+            got: Some(8),
+            expected_text: " Paris".into(),
+            got_text: " the".into(),
+            margin: Some(3.181),
+            tolerance: 1e-3,
+            near_tie: false,
+        });
+        c
+    };
+    let near_tie = {
+        let mut c = e2e_ok();
+        c.status = E2eStatus::NearTie;
+        c.vs_oracle = RefVerdict::Diverged;
+        c.vs_golden = RefVerdict::NotCompared {
+            reason: "golden made from another package (model sha256 2b38…); goldens are fp32"
+                .into(),
+        };
+        c.divergence = Some(E2eDivergence {
+            reference: "oracle".into(),
+            step: 17,
+            expected: Some(260),
+            got: Some(4528),
+            expected_text: " a".into(),
+            got_text: " an".into(),
+            margin: Some(0.012),
+            tolerance: 5e-2,
+            near_tie: true,
+        });
+        c
+    };
+    let not_run = {
+        let mut c = e2e_ok();
+        c.status = E2eStatus::NotRun;
+        c.vs_oracle = RefVerdict::NotCompared {
+            reason: "not run".into(),
+        };
+        c.vs_golden = c.vs_oracle.clone();
+        c.note = Some("no usable CUDA device (CUDA_ERROR_NO_DEVICE)".into());
+        c
+    };
+    let row = |id: &str, device, dtype, base: E2eSideCheck2, head: crate::results::E2eSideCheck| {
+        E2eCorrectness {
+            id: id.into(),
+            model: "tiny".into(),
+            device,
+            dtype,
+            status: head.status,
+            introduced: base.status == E2eStatus::Identical
+                && matches!(head.status, E2eStatus::Diverged | E2eStatus::NearTie),
+            base: Some(base),
+            head,
+        }
+    };
+    type E2eSideCheck2 = crate::results::E2eSideCheck;
+    let graph = |captures, fallbacks| {
+        Some(CudaGraphCounters {
+            enabled: true,
+            captures,
+            replays: 93,
+            fallbacks,
+        })
+    };
+    let speed =
+        |id: &str,
+         device,
+         status,
+         base: f64,
+         head: f64,
+         g: (Option<CudaGraphCounters>, Option<CudaGraphCounters>)| E2eSpeed {
+            id: id.into(),
+            device,
+            dtype: Dtype::F32,
+            status: Some(status),
+            not_run: None,
+            base: Some(e2e_side(base, g.0)),
+            head: Some(e2e_side(head, g.1)),
+            change: Some(change(
+                head / base - 1.0,
+                head / base - 1.02,
+                head / base - 0.98,
+            )),
+            threshold: 0.03,
+            threshold_source: ThresholdSource::Floor,
+            rounds: 8,
+            confirmed: status == Status::Regression,
+            note: None,
+            graph_flag: None,
+        };
+    let mut slow = speed(
+        "tiny/story_plain/cpu-f32",
+        Device::Cpu,
+        Status::Regression,
+        0.395,
+        0.52,
+        (None, None),
+    );
+    slow.note = Some("+31.6 % beyond the 3.0 % threshold (Holm-adjusted p 0.0004); confirmed by 4 confirmation rounds alone".into());
+    let mut flagged = speed(
+        "tiny/capital_plain/cuda-f32",
+        Device::Cuda,
+        Status::PossibleRegression,
+        0.061,
+        0.0612,
+        (graph(1, 0), graph(1, 31)),
+    );
+    flagged.graph_flag = Some("CUDA graph fallbacks 0 → 31".into());
+    flagged.note =
+        Some("CUDA graph fallbacks 0 → 31: check the decode step still runs as one graph".into());
+    let mut skipped = speed(
+        "tiny/mixed_plain/cuda-f32",
+        Device::Cuda,
+        Status::NoChange,
+        1.0,
+        1.0,
+        (None, None),
+    );
+    skipped.status = None;
+    skipped.not_run = Some("no usable CUDA device (CUDA_ERROR_NO_DEVICE)".into());
+    skipped.base = None;
+    skipped.head = None;
+    skipped.change = None;
+    let e2e = E2eResults {
+        mode: E2eMode::Compare,
+        require_cuda: false,
+        correctness: vec![
+            row(
+                "tiny/capital_plain/cpu-f32",
+                Device::Cpu,
+                Dtype::F32,
+                e2e_ok(),
+                diverged,
+            ),
+            row(
+                "smollm2-f16/haiku_chat/cuda-f16",
+                Device::Cuda,
+                Dtype::F16,
+                e2e_ok(),
+                near_tie,
+            ),
+            row(
+                "tiny/mixed_plain/cuda-f32",
+                Device::Cuda,
+                Dtype::F32,
+                not_run.clone(),
+                not_run,
+            ),
+            row(
+                "tiny/story_plain/cpu-f32",
+                Device::Cpu,
+                Dtype::F32,
+                e2e_ok(),
+                e2e_ok(),
+            ),
+        ],
+        speed: vec![
+            speed(
+                "tiny/capital_plain/cpu-f32",
+                Device::Cpu,
+                Status::NoChange,
+                0.395,
+                0.397,
+                (None, None),
+            ),
+            slow,
+            flagged,
+            skipped,
+        ],
+        profile_args: crate::e2e::tools::profile_settings(1, 3, 1, 1),
+        failures: Vec::new(),
+    };
+    r.outcome = Results::decide_all(&r.benches, &r.failures, Some(&e2e));
+    r.e2e = Some(e2e);
+    r
+}
+
+/// A single-revision run (`harness e2e`): two checks identical, one CUDA check not run.
+pub fn single_e2e() -> Results {
+    let mut r = with_e2e();
+    let mut e = r.e2e.take().unwrap();
+    e.mode = crate::results::E2eMode::Single;
+    e.correctness.retain(|c| {
+        matches!(
+            c.status,
+            crate::results::E2eStatus::Identical | crate::results::E2eStatus::NotRun
+        )
+    });
+    for c in &mut e.correctness {
+        c.base = None;
+        c.introduced = false;
+    }
+    e.speed
+        .retain(|s| s.status != Some(Status::PossibleRegression));
+    for s in &mut e.speed {
+        s.base = None;
+        s.status = None;
+        s.change = None;
+        s.note = None;
+    }
+    r.benches.clear();
+    r.head = r.base.clone();
+    r.outcome = Results::decide_all(&[], &[], Some(&e));
+    r.e2e = Some(e);
+    r
+}

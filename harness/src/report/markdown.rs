@@ -305,6 +305,10 @@ fn row(b: &BenchResult) -> String {
 
 fn table(results: &Results, blocks: &mut Vec<Block>) {
     let benches = worst_first(results);
+    if benches.is_empty() && results.e2e.is_some() {
+        // An end-to-end-only run: its tables follow.
+        return;
+    }
     if benches.is_empty() {
         blocks.push(Block::new(
             Kind::Other,
@@ -594,6 +598,35 @@ mod tests {
     #[test]
     fn markdown_could_not_run() {
         insta::assert_snapshot!(markdown(&fixtures::base_build_failure()));
+    }
+
+    #[test]
+    fn markdown_with_e2e() {
+        insta::assert_snapshot!(markdown(&fixtures::with_e2e()));
+    }
+
+    #[test]
+    fn markdown_single_revision_e2e() {
+        insta::assert_snapshot!(markdown(&fixtures::single_e2e()));
+    }
+
+    #[test]
+    fn e2e_headline_comes_first_and_the_verdict_counts_it() {
+        let md = markdown(&fixtures::with_e2e());
+        let verdict = md.lines().nth(1).unwrap();
+        assert!(verdict.starts_with("## 🔴 Benchmark gate:"), "{verdict}");
+        assert!(
+            verdict.contains("1 e2e check diverged (1 introduced by this PR)")
+                && verdict.contains("⏭ 1 e2e check not run: no usable CUDA device"),
+            "{verdict}"
+        );
+        let headline = md.find("### 🔴 This PR changes the answer").unwrap();
+        assert!(headline < md.find("| Status | Benchmark |").unwrap());
+        assert!(!md.contains("this report has no end-to-end correctness check"));
+        assert!(
+            markdown(&fixtures::mixed())
+                .contains("this report has no end-to-end correctness check")
+        );
     }
 
     #[test]

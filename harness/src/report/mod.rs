@@ -197,7 +197,10 @@ fn verdict(results: &Results) -> (&'static str, String) {
     let mut parts = Vec::new();
     let bench_outcome = Results::decide(&results.benches, &results.failures);
     if !(results.benches.is_empty() && results.failures.is_empty()) {
-        parts.push(bench_verdict(results, bench_outcome).1);
+        parts.push(format!(
+            "benchmarks: {}",
+            bench_verdict(results, bench_outcome).1
+        ));
     }
     parts.push(e2e::verdict_clause(e));
     let red = e2e::has_red(e)

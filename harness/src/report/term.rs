@@ -206,6 +206,11 @@ mod tests {
     }
 
     #[test]
+    fn terminal_with_e2e() {
+        insta::assert_snapshot!(terminal(&fixtures::with_e2e(), false));
+    }
+
+    #[test]
     fn colour_only_when_asked() {
         let r = fixtures::mixed();
         let plain = terminal(&r, false);
