@@ -695,11 +695,27 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             .map(|(i, n)| format!(" --shard {i}/{n}"))
             .unwrap_or_default()
     )];
-    reproduce.push(format!(
-        "cargo bench -p {} -- {}",
-        opts.config.packages.join(" -p "),
-        criterion.args()[1..].join(" ")
-    ));
+    if !targets.is_empty() {
+        reproduce.push(format!(
+            "cargo bench -p {} -- {}",
+            opts.config.packages.join(" -p "),
+            criterion.args()[1..].join(" ")
+        ));
+    }
+    if let Some(e) = &e2e_results {
+        for (side, rev) in [("base", &base), ("PR", &head)] {
+            if !rev.dirty {
+                reproduce.push(format!(
+                    "harness e2e --rev {} --suite {}  # {side}: correctness and speed alone",
+                    rev.sha, opts.suite
+                ));
+            }
+        }
+        reproduce.push(format!(
+            "engine profile --model MODEL --ep DEVICE --prompt-ids IDS --tokens N {} --json",
+            e.profile_args.join(" ")
+        ));
+    }
     Ok(Results {
         schema: SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
