@@ -52,11 +52,26 @@ pub fn verdict_clause(e: &E2eResults) -> String {
             "{} diverged",
             plural(n(E2eStatus::Diverged), "e2e check", "e2e checks")
         );
+        let on_base = e
+            .correctness
+            .iter()
+            .filter(|c| {
+                c.status == E2eStatus::Diverged
+                    && c.base
+                        .as_ref()
+                        .is_some_and(|b| b.status == E2eStatus::Diverged)
+            })
+            .count();
         if e.mode == E2eMode::Compare {
+            let mut why = Vec::new();
             if introduced > 0 {
-                let _ = write!(p, " ({introduced} introduced by this PR)");
-            } else {
-                p.push_str(" (already on base)");
+                why.push(format!("{introduced} introduced by this PR"));
+            }
+            if on_base > 0 {
+                why.push(format!("{on_base} already on base"));
+            }
+            if !why.is_empty() {
+                let _ = write!(p, " ({})", why.join(", "));
             }
         }
         parts.push(p);
