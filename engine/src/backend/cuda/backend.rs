@@ -607,6 +607,9 @@ impl Backend for CudaBackend {
     }
 
     fn transpose(&self, x: &CudaTensor, perm: &[usize]) -> Result<CudaTensor> {
+        if x.shape.len() > MAX_RANK {
+            return self.on_host(&[x], |cpu, h| cpu.transpose(&h[0], perm));
+        }
         if perm.len() != x.shape.len() || perm.iter().any(|&p| p >= x.shape.len()) {
             return Err(Error::msg(format!(
                 "transpose: perm {perm:?} for shape {:?}",
@@ -624,6 +627,9 @@ impl Backend for CudaBackend {
 
     fn concat(&self, xs: &[&CudaTensor], axis: usize) -> Result<CudaTensor> {
         let first = xs.first().ok_or_else(|| Error::msg("concat of nothing"))?;
+        if first.shape.len() > MAX_RANK {
+            return self.on_host(xs, |cpu, h| cpu.concat(&h.iter().collect::<Vec<_>>(), axis));
+        }
         let mut shape = first.shape.clone();
         if axis >= shape.len() {
             return Err(Error::msg(format!("concat axis {axis} out of range")));
@@ -648,6 +654,9 @@ impl Backend for CudaBackend {
     }
 
     fn slice(&self, x: &CudaTensor, dims: &[SliceDim]) -> Result<CudaTensor> {
+        if x.shape.len() > MAX_RANK {
+            return self.on_host(&[x], |cpu, h| cpu.slice(&h[0], dims));
+        }
         if dims.len() != x.shape.len() {
             return Err(Error::msg("slice: one SliceDim per axis"));
         }
@@ -670,6 +679,11 @@ impl Backend for CudaBackend {
     }
 
     fn expand(&self, x: &CudaTensor, shape: &[usize]) -> Result<CudaTensor> {
+        // Tile lowers to expands of rank 2 x its input's; beyond the kernels' rank limit the
+        // copy runs on the host.
+        if shape.len() > MAX_RANK {
+            return self.on_host(&[x], |cpu, h| cpu.expand(&h[0], shape));
+        }
         if shape.len() < x.shape.len() {
             return Err(Error::msg("expand to a lower rank"));
         }

@@ -98,7 +98,10 @@ impl Device {
         let arch = ctx
             .compute_capability()
             .map_err(cu_err("cannot read the compute capability"))?;
-        let stream = ctx.default_stream();
+        // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
+        let stream = ctx
+            .new_stream()
+            .map_err(cu_err("cannot create a stream"))?;
         Ok(Arc::new(Device {
             ctx,
             stream,
