@@ -48,7 +48,7 @@ pub fn append_step_summary(
 /// The workflow commands for the rows that need attention, worst first: `::error` for 🔴
 /// regressions and ⛔ failures, `::warning` for ⚠️ possible regressions.
 pub fn annotations(results: &Results) -> Vec<String> {
-    report::worst_first(results)
+    let mut out: Vec<String> = report::worst_first(results)
         .into_iter()
         .filter_map(|b| {
             let command = match b.status {
@@ -59,7 +59,63 @@ pub fn annotations(results: &Results) -> Vec<String> {
             let title = format!("{} {}: {}", b.status.emoji(), b.status.label(), b.id);
             Some(workflow_command(command, &title, &message(b)))
         })
-        .collect()
+        .collect();
+    out.extend(e2e_annotations(results));
+    out
+}
+
+/// The end-to-end rows that need attention: a divergence or failure (error), a near-tie flip,
+/// a CUDA check not run under `--require-cuda` (error), a speed 🔴/⛔ (error) or ⚠️ (warning).
+fn e2e_annotations(results: &Results) -> Vec<String> {
+    use crate::results::E2eStatus;
+    let Some(e) = &results.e2e else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for c in &e.correctness {
+        let command = match c.status {
+            E2eStatus::Diverged | E2eStatus::Failed => "error",
+            E2eStatus::NearTie => "warning",
+            E2eStatus::NotRun if e.require_cuda && c.device == crate::config::Device::Cuda => {
+                "error"
+            }
+            _ => continue,
+        };
+        let mut msg = match &c.head.divergence {
+            Some(d) => crate::e2e::correctness::describe(d),
+            None => c.head.note.clone().unwrap_or_default(),
+        };
+        if c.introduced {
+            msg.push_str(" (identical on base: introduced by this PR)");
+        }
+        let title = format!("{} e2e {}: {}", c.status.emoji(), c.status.label(), c.id);
+        out.push(workflow_command(command, &title, &msg));
+    }
+    for s in &e.speed {
+        let command = match s.status {
+            Some(Status::Regression | Status::Failed) => "error",
+            Some(Status::PossibleRegression) => "warning",
+            _ => continue,
+        };
+        let st = s.status.unwrap_or(Status::Failed);
+        let mut msg = match s.change {
+            Some(c) => format!(
+                "{}: time per decode step {} {} vs threshold {}",
+                s.id,
+                format::change(c.estimate),
+                format::interval(c.ci_low, c.ci_high),
+                format::threshold(s.threshold, s.threshold_source)
+            ),
+            None => s.id.clone(),
+        };
+        if let Some(n) = &s.note {
+            msg.push('\n');
+            msg.push_str(n);
+        }
+        let title = format!("{} e2e speed {}: {}", st.emoji(), st.label(), s.id);
+        out.push(workflow_command(command, &title, &msg));
+    }
+    out
 }
 
 /// One workflow command line, `::{command} title={title}::{message}`, both parts escaped.

@@ -123,12 +123,15 @@ pub fn cuda_unavailable(output: &str) -> Option<String> {
     if l.contains("without the `cuda` feature") || l.contains("without cuda") {
         return Some("engine built without the cuda feature".into());
     }
-    const NO_DEVICE: [&str; 9] = [
+    const NO_DEVICE: [&str; 12] = [
         "no cuda device",
         "no cuda-capable device",
         "cuda_error_no_device",
         "cuda_error_not_found",
         "libcuda",
+        "libnvrtc",
+        "libcublas",
+        "cannot initialise the driver",
         "cuda driver",
         "no gpu",
         "cuda is not available",
@@ -266,8 +269,23 @@ mod tests {
             r.starts_with("no usable CUDA device (CUDA driver init failed"),
             "{r}"
         );
+        // The engine's own messages (engine/src/backend/cuda/mod.rs, check_available).
+        for msg in [
+            "error: cuda: the NVIDIA driver library (libcuda.so) was not found: is an NVIDIA driver installed?",
+            "error: cuda: the NVRTC library (libnvrtc.so) was not found: install the CUDA runtime compiler or add it to LD_LIBRARY_PATH",
+            "error: cuda: the cuBLAS library (libcublas.so) was not found: install cuBLAS or add it to LD_LIBRARY_PATH",
+            "error: cuda: cannot initialise the driver: DriverError(CUDA_ERROR_UNKNOWN)",
+            "error: cuda: no CUDA device found",
+        ] {
+            let r = cuda_unavailable(msg).unwrap_or_else(|| panic!("{msg}"));
+            assert!(r.starts_with("no usable CUDA device (cuda: "), "{r}");
+        }
         assert_eq!(
             cuda_unavailable("error: node /x (MatMul): inner dims 3 vs 4"),
+            None
+        );
+        assert_eq!(
+            cuda_unavailable("error: cuda: kernel rms_norm_f32 launch failed"),
             None
         );
         assert_eq!(

@@ -606,6 +606,35 @@ mod tests {
     }
 
     #[test]
+    fn e2e_results_round_trip_through_json_and_annotate() {
+        let r = fixtures::with_e2e();
+        let back: Results = serde_json::from_str(&crate::report::json(&r)).unwrap();
+        assert_eq!(back, r);
+        // A file written before the e2e field existed still reads (same schema).
+        let mut old: serde_json::Value = serde_json::from_str(&crate::report::json(&r)).unwrap();
+        old.as_object_mut().unwrap().remove("e2e");
+        let old: Results = serde_json::from_value(old).unwrap();
+        assert_eq!(old.e2e, None);
+        let notes = crate::actions::annotations(&r);
+        assert!(
+            notes.iter().any(|n| n.starts_with(
+                "::error title=🔴 e2e diverged%3A tiny/capital_plain/cpu-f32::step 3"
+            )),
+            "{notes:#?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("::error title=🔴 e2e speed regression"))
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("::warning title=⚠️ e2e near-tie flip"))
+        );
+    }
+
+    #[test]
     fn markdown_single_revision_e2e() {
         insta::assert_snapshot!(markdown(&fixtures::single_e2e()));
     }
