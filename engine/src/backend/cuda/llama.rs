@@ -1,7 +1,7 @@
 //! The fused llama decode path on CUDA: recognises packages built by [`crate::llama`] (`engine
 //! tiny`, `engine convert`), uploads their weights once in the package's float type (rows
 //! transposed to `[out, in]`; q/k/v and gate/up concatenated), and runs each token as 5 kernels
-//! per layer plus embed, lm_head and argmax (`kernels/llama.cu`).
+//! per layer plus embed, lm_head (with a first argmax stage) and argmax (`kernels/llama.cu`).
 //!
 //! Why not the generic executor: at SmolLM2-135M's size a step is bound by kernel count, not
 //! bandwidth (FACTS.md: ~1000 small kernels ≈ 3.5 µs each even under a graph), so per-ONNX-node
@@ -30,8 +30,17 @@ use crate::tensor::Tensor;
 const BLOCK: u32 = 256;
 const WARPS: u32 = BLOCK / 32;
 /// Largest KV capacity: the attention kernel keeps one f32 score per position in shared memory
-/// (32 KiB at 8192), under the 48 KiB every GPU grants without opt-in.
+/// (32 KiB at 8192, plus the query and partial outputs), under the 48 KiB every GPU grants
+/// without opt-in.
 const MAX_SEQ: usize = 8192;
+/// Most lm_head blocks: each warp then walks a few row pairs, and argmax reads one candidate per
+/// block (at most one per thread of its single 1024-thread block).
+const MAX_LM_BLOCKS: usize = 1024;
+
+/// lm_head blocks for a vocabulary: two rows per warp per pass, capped at [`MAX_LM_BLOCKS`].
+fn lm_blocks(vocab: usize) -> usize {
+    vocab.div_ceil(2 * WARPS as usize).clamp(1, MAX_LM_BLOCKS)
+}
 
 /// Geometry read from the package.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +95,9 @@ pub struct LlamaDecoder {
     attn: CudaSlice<f32>,
     act: CudaSlice<f32>,
     logits: CudaSlice<f32>,
+    /// Per lm_head block: its best logit and that logit's (lowest) index.
+    cand_v: CudaSlice<f32>,
+    cand_i: CudaSlice<i32>,
     /// `[token, position]`.
     state: CudaSlice<i32>,
     capacity: usize,
@@ -305,6 +317,10 @@ impl LlamaDecoder {
             attn: z(s.heads * d)?,
             act: z(s.ffn)?,
             logits: z(s.vocab)?,
+            cand_v: z(lm_blocks(s.vocab))?,
+            cand_i: st
+                .alloc_zeros::<i32>(lm_blocks(s.vocab))
+                .map_err(cu_err("alloc"))?,
             state: st.alloc_zeros::<i32>(2).map_err(cu_err("alloc"))?,
             shape,
             k,
@@ -387,7 +403,7 @@ impl LlamaDecoder {
         };
         let rms_smem = 32 + s.hidden;
         let groups = BLOCK as usize / s.head_dim;
-        let attn_smem = 32 + groups * s.head_dim + self.capacity;
+        let attn_smem = 32 + groups * s.head_dim + s.head_dim + self.capacity;
         let err = cu_err("kernel launch");
         // SAFETY (all launches below): every pointer is a live device buffer sized for the
         // arguments passed with it (weights by `recognise`'s geometry, KV by `capacity`,
@@ -478,11 +494,15 @@ impl LlamaDecoder {
                 .arg(&h)
                 .arg(&vocab)
                 .arg(&mut self.logits)
-                .launch(cfg(grid(s.vocab), rms_smem))
+                .arg(&mut self.cand_v)
+                .arg(&mut self.cand_i)
+                .launch(cfg(lm_blocks(s.vocab) as u32, rms_smem))
                 .map_err(cu_err("kernel rms_gemv (lm_head)"))?;
+            let nc = lm_blocks(s.vocab) as i32;
             st.launch_builder(&self.k.argmax)
-                .arg(&self.logits)
-                .arg(&vocab)
+                .arg(&self.cand_v)
+                .arg(&self.cand_i)
+                .arg(&nc)
                 .arg(&mut self.state)
                 .launch(LaunchConfig {
                     grid_dim: (1, 1, 1),

@@ -99,9 +99,7 @@ impl Device {
             .compute_capability()
             .map_err(cu_err("cannot read the compute capability"))?;
         // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
-        let stream = ctx
-            .new_stream()
-            .map_err(cu_err("cannot create a stream"))?;
+        let stream = ctx.new_stream().map_err(cu_err("cannot create a stream"))?;
         Ok(Arc::new(Device {
             ctx,
             stream,

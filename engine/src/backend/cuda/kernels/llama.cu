@@ -7,12 +7,64 @@
 // contiguous row: the step is latency bound at this size and this keeps every load coalesced.
 // The residual stream, queries, attention output and logits are f32; the KV cache is in T.
 
-// Dot product of row `w` (length n) with shared/global f32 vector `v`, summed across the warp.
+// Dot products of weight rows with an f32 vector (shared or global), summed across the warp.
+// The step is latency bound: each lane loads 16 bytes per iteration (8 halves / 4 floats) and
+// the loop is unrolled so several loads are in flight; two rows are walked together when the
+// caller needs a pair (RoPE pairs, gate/up). Rows whose length or address is not 16-byte
+// aligned take the scalar loop.
+template <typename T>
+__device__ __forceinline__ void accum16(const uint4& u, const float* v, float& acc) {
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int t = 0; t < (int)(16 / sizeof(T)); t++) acc += to_f(e[t]) * v[t];
+}
+
+template <typename T>
+__device__ __forceinline__ bool aligned16(const T* w, int n) {
+    return ((unsigned long long)w & 15ull) == 0 && (n * (int)sizeof(T)) % 16 == 0;
+}
+
 template <typename T>
 __device__ __forceinline__ float warp_dot(const T* __restrict__ w, const float* v, int n) {
+    const int E = 16 / sizeof(T);
+    int lane = threadIdx.x & 31;
     float acc = 0.0f;
-    for (int k = threadIdx.x & 31; k < n; k += 32) acc += to_f(w[k]) * v[k];
+    if (aligned16(w, n)) {
+        const uint4* w4 = reinterpret_cast<const uint4*>(w);
+        int nv = n / E;
+#pragma unroll 4
+        for (int j = lane; j < nv; j += 32) accum16<T>(w4[j], v + j * E, acc);
+    } else {
+        for (int k = lane; k < n; k += 32) acc += to_f(w[k]) * v[k];
+    }
     return warp_sum(acc);
+}
+
+template <typename T>
+__device__ __forceinline__ void warp_dot2(const T* __restrict__ w0, const T* __restrict__ w1,
+                                          const float* v, int n, float& a, float& b) {
+    const int E = 16 / sizeof(T);
+    int lane = threadIdx.x & 31;
+    float acc0 = 0.0f, acc1 = 0.0f;
+    if (aligned16(w0, n) && aligned16(w1, n)) {
+        const uint4* p0 = reinterpret_cast<const uint4*>(w0);
+        const uint4* p1 = reinterpret_cast<const uint4*>(w1);
+        int nv = n / E;
+#pragma unroll 2
+        for (int j = lane; j < nv; j += 32) {
+            uint4 u0 = p0[j];
+            uint4 u1 = p1[j];
+            accum16<T>(u0, v + j * E, acc0);
+            accum16<T>(u1, v + j * E, acc1);
+        }
+    } else {
+        for (int k = lane; k < n; k += 32) {
+            acc0 += to_f(w0[k]) * v[k];
+            acc1 += to_f(w1[k]) * v[k];
+        }
+    }
+    a = warp_sum(acc0);
+    b = warp_sum(acc1);
 }
 
 // xs[i] = x[i] / sqrt(mean(x^2) + eps) * g[i], into shared memory (every block recomputes it:
@@ -52,8 +104,8 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
     if (task >= tasks) return;
     int head = task / half, i = task % half;
     long r0 = (long)head * d + i;
-    float a = warp_dot(w + r0 * h, xs, h);
-    float b = warp_dot(w + (r0 + half) * h, xs, h);
+    float a, b;
+    warp_dot2(w + r0 * h, w + (r0 + half) * h, xs, h, a, b);
     if ((threadIdx.x & 31) != 0) return;
     int pos = state[1];
     if (head < nh + kvh) {
@@ -76,7 +128,7 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
 }
 
 // One block per query head over the cached positions 0..=state[1]. Shared: 32 (reduction) +
-// d (partial outputs per group, times groups) + max_seq scores.
+// groups * d (partial outputs) + d (the query) + max_seq scores.
 template <typename T>
 __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                           const int* __restrict__ state, int nh, int kvh, int d, int max_seq, float scale,
@@ -85,19 +137,29 @@ __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc,
     int groups = blockDim.x / d;
     float* red = smem;
     float* part = smem + 32;
-    float* sc = part + groups * d;
+    float* qs = part + groups * d;
+    float* sc = qs + d;
     int head = blockIdx.x;
     int kh = head / (nh / kvh);
     int len = state[1] + 1;
-    const float* qh = q + head * d;
     const T* kb = kc + (long)kh * max_seq * d;
     const T* vb = vc + (long)kh * max_seq * d;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int t = warp; t < len; t += nw) {
+    for (int k = threadIdx.x; k < d; k += blockDim.x) qs[k] = q[head * d + k];
+    __syncthreads();
+    // One thread per key: its row is d contiguous elements, loaded 16 bytes at a time with all
+    // loads independent, so a whole pass costs about one memory latency (a warp per key would
+    // serialise a load and a shuffle reduction per key).
+    const int E = 16 / sizeof(T);
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const T* kr = kb + (long)t * d;
         float acc = 0.0f;
-        for (int k = lane; k < d; k += 32) acc += qh[k] * to_f(kb[(long)t * d + k]);
-        acc = warp_sum(acc);
-        if (lane == 0) sc[t] = acc * scale;
+        if (aligned16(kr, d)) {
+            const uint4* k4 = reinterpret_cast<const uint4*>(kr);
+            for (int j = 0; j < d / E; j++) accum16<T>(k4[j], qs + j * E, acc);
+        } else {
+            for (int k = 0; k < d; k++) acc += qs[k] * to_f(kr[k]);
+        }
+        sc[t] = acc * scale;
     }
     __syncthreads();
     float m = -3.402823466e38f;
@@ -113,6 +175,7 @@ __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc,
     int dd = threadIdx.x % d, grp = threadIdx.x / d;
     if (grp < groups) {
         float acc = 0.0f;
+#pragma unroll 4
         for (int t = grp; t < len; t += groups) acc += sc[t] * to_f(vb[(long)t * d + dd]);
         part[grp * d + dd] = acc;
     }
@@ -146,27 +209,61 @@ __device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict
     int nw = blockDim.x >> 5;
     int j = blockIdx.x * nw + (threadIdx.x >> 5);
     if (j >= f) return;
-    float gt = warp_dot(w + (long)j * h, xs, h);
-    float up = warp_dot(w + (long)(f + j) * h, xs, h);
+    float gt, up;
+    warp_dot2(w + (long)j * h, w + (long)(f + j) * h, xs, h, gt, up);
     if ((threadIdx.x & 31) == 0) {
         float sg = 1.0f / (1.0f + expf(-gt));
         act[j] = gt * sg * up;
     }
 }
 
-// out[r] = dot(w[r], rmsnorm(x) * g) for r < rows (the lm_head over the tied embedding).
+// The lm_head over the tied embedding fused with the first argmax stage: out[r] =
+// dot(w[r], rmsnorm(x) * g) for r < rows, grid-strided so each warp walks several row pairs
+// (one row per warp left the 6144 blocks dominated by their norm and reduction overhead); each
+// block writes its best (value, lowest index) to cand_v / cand_i for argmax_next.
+__device__ __forceinline__ void better(float& bv, int& bi, float v, int i) {
+    if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
+}
+
 template <typename T>
 __device__ void rms_gemv(const float* __restrict__ x, const float* __restrict__ g, float eps,
-                         const T* __restrict__ w, int h, int rows, float* __restrict__ out) {
+                         const T* __restrict__ w, int h, int rows, float* __restrict__ out,
+                         float* __restrict__ cand_v, int* __restrict__ cand_i) {
     extern __shared__ float smem[];
+    __shared__ float bv_s[32];
+    __shared__ int bi_s[32];
     float* red = smem;
     float* xs = smem + 32;
     rms_to_shared(x, g, eps, h, xs, red);
-    int nw = blockDim.x >> 5;
-    int r = blockIdx.x * nw + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    float acc = warp_dot(w + (long)r * h, xs, h);
-    if ((threadIdx.x & 31) == 0) out[r] = acc;
+    int nw = blockDim.x >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int stride = gridDim.x * nw;
+    float best = -3.402823466e38f;
+    int bidx = 0x7fffffff;
+    for (int r = blockIdx.x * nw + warp; r < rows; r += 2 * stride) {
+        int r2 = r + stride;
+        float a, b;
+        if (r2 < rows) {
+            warp_dot2(w + (long)r * h, w + (long)r2 * h, xs, h, a, b);
+        } else {
+            a = warp_dot(w + (long)r * h, xs, h);
+            b = -3.402823466e38f;
+        }
+        if (lane == 0) {
+            out[r] = a;
+            better(best, bidx, a, r);
+            if (r2 < rows) {
+                out[r2] = b;
+                better(best, bidx, b, r2);
+            }
+        }
+    }
+    if (lane == 0) { bv_s[warp] = best; bi_s[warp] = bidx; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < nw; k++) better(best, bidx, bv_s[k], bi_s[k]);
+        cand_v[blockIdx.x] = best;
+        cand_i[blockIdx.x] = bidx;
+    }
 }
 
 #define LLAMA_KERNELS(T, S)                                                                       \
@@ -191,29 +288,27 @@ extern "C" __global__ void rms_gate_up_##S(const float* x, const float* g, float
     rms_gate_up<T>(x, g, eps, w, h, f, act);                                                      \
 }                                                                                                 \
 extern "C" __global__ void rms_gemv_##S(const float* x, const float* g, float eps, const T* w,    \
-        int h, int rows, float* out) {                                                            \
-    rms_gemv<T>(x, g, eps, w, h, rows, out);                                                      \
+        int h, int rows, float* out, float* cand_v, int* cand_i) {                                \
+    rms_gemv<T>(x, g, eps, w, h, rows, out, cand_v, cand_i);                                      \
 }
 
 LLAMA_KERNELS(float, f32)
 LLAMA_KERNELS(h16, f16)
 LLAMA_KERNELS(b16, bf16)
 
-// Greedy pick over n logits (lowest index wins ties; NaN never wins), written to state[0] as the
-// next step's token; the position advances. One block of 1024 threads.
-extern "C" __global__ void argmax_next(const float* __restrict__ logits, int n, int* state) {
+// Greedy pick over the lm_head blocks' n candidates (lowest index wins ties; NaN never wins),
+// written to state[0] as the next step's token; the position advances. One block.
+extern "C" __global__ void argmax_next(const float* __restrict__ cand_v, const int* __restrict__ cand_i,
+                                       int n, int* state) {
     __shared__ float bv[32];
     __shared__ int bi[32];
     float best = -3.402823466e38f;
     int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = logits[i];
-        if (v > best) { best = v; idx = i; }  // NaN compares false: never picked
-    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) better(best, idx, cand_v[i], cand_i[i]);
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, best, o);
         int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        better(best, idx, ov, oi);
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
@@ -225,7 +320,7 @@ extern "C" __global__ void argmax_next(const float* __restrict__ logits, int n, 
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, best, o);
             int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+            better(best, idx, ov, oi);
         }
         if (lane == 0) {
             if (idx == 0x7fffffff) idx = 0;  // all NaN / -inf: token 0, as the CPU argmax
