@@ -439,6 +439,30 @@ fn host(results: &Results) -> String {
 fn method(results: &Results) -> String {
     let m = &results.method;
     let mut body = String::new();
+    if let Some(e) = results
+        .e2e
+        .as_ref()
+        .filter(|_| super::single_revision(results))
+    {
+        let _ = writeln!(
+            body,
+            "- **End-to-end checks of one revision:** per check one {} call, its tokens compared              with `oracle decode` and the golden (exact; a divergence is classified near-tie or              real with the reference's top-1/top-2 margin), its timed runs shown without a              comparison{}",
+            code(&format!("engine profile {}", e.profile_args.join(" "))),
+            if e.require_cuda {
+                "; `--require-cuda`: a CUDA check that cannot run is an error"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            body,
+            "- **Run:** {}, harness {}, {} wall time",
+            escape(&results.suite),
+            escape(&results.tool_version),
+            fmt::duration(results.wall_s)
+        );
+        return details("Method", &body);
+    }
     let confirmation = if m.confirmation_rounds == 0 {
         "no confirmation rounds".to_string()
     } else {
