@@ -446,7 +446,7 @@ fn method(results: &Results) -> String {
     {
         let _ = writeln!(
             body,
-            "- **End-to-end checks of one revision:** per check one {} call, its tokens compared              with `oracle decode` and the golden (exact; a divergence is classified near-tie or              real with the reference's top-1/top-2 margin), its timed runs shown without a              comparison{}",
+            "- **End-to-end checks of one revision:** per check one {} call, its tokens compared with `oracle decode` and the golden (exact; a divergence is classified near-tie or real with the reference's top-1/top-2 margin), its timed runs shown without a comparison{}",
             code(&format!("engine profile {}", e.profile_args.join(" "))),
             if e.require_cuda {
                 "; `--require-cuda`: a CUDA check that cannot run is an error"
