@@ -16,7 +16,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig, PushKernelArg, sys};
+use cudarc::driver::{
+    CudaFunction, CudaGraph, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, sys,
+};
 
 use super::{Device, cu_err};
 use crate::dtype::DType;
@@ -71,6 +73,39 @@ struct Layer {
     vc: Option<CudaSlice<u8>>,
 }
 
+/// Mirrors `struct StepParams` in kernels/llama.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct StepParams {
+    h: i32,
+    nh: i32,
+    kvh: i32,
+    d: i32,
+    f: i32,
+    vocab: i32,
+    layers: i32,
+    cap: i32,
+    eps: f32,
+    scale: f32,
+}
+
+// SAFETY: `StepParams` is `repr(C)` plain data with the layout of the C struct it is passed as.
+unsafe impl DeviceRepr for StepParams {}
+
+/// The persistent one-kernel step (`step_persistent_*`): one block per SM, phases separated by a
+/// grid barrier. Experimental, opt-in with `ENGINE_CUDA_PERSISTENT=1`, not the default because
+/// it measured slower on the H200 (SmolLM2 f16 with graphs: 901 tok/s vs 1048 for the 5-kernel
+/// path; same tokens on every golden): its 152 atomic/spin barriers per step cost more than the
+/// kernel boundaries they replace. Kept as the base for a cheaper barrier (per-phase flags,
+/// fewer phases). It needs every block resident at once (true when nothing else shares the GPU).
+struct Persistent {
+    f: CudaFunction,
+    /// Per layer 8 device addresses (see the kernel).
+    tab: Option<CudaSlice<u64>>,
+    bar: CudaSlice<u32>,
+    blocks: u32,
+}
+
 struct Kernels {
     embed: CudaFunction,
     qkv: CudaFunction,
@@ -100,6 +135,7 @@ pub struct LlamaDecoder {
     cand_i: CudaSlice<i32>,
     /// `[token, position]`.
     state: CudaSlice<i32>,
+    persistent: Option<Persistent>,
     capacity: usize,
     use_graph: bool,
     graph: Option<CudaGraph>,
@@ -311,16 +347,31 @@ impl LlamaDecoder {
             argmax: dev.function("llama", "argmax_next")?,
         };
         let z = |n: usize| st.alloc_zeros::<f32>(n).map_err(cu_err("alloc"));
+        let persistent = if std::env::var("ENGINE_CUDA_PERSISTENT").is_ok_and(|v| v == "1") {
+            let sms = dev
+                .ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(cu_err("read the SM count"))?;
+            Some(Persistent {
+                f: f("step_persistent")?,
+                tab: None,
+                bar: st.alloc_zeros::<u32>(2).map_err(cu_err("alloc"))?,
+                blocks: sms.clamp(1, MAX_LM_BLOCKS as i32) as u32,
+            })
+        } else {
+            None
+        };
         Ok(LlamaDecoder {
             x: z(h)?,
             q: z(s.heads * d)?,
             attn: z(s.heads * d)?,
             act: z(s.ffn)?,
             logits: z(s.vocab)?,
-            cand_v: z(lm_blocks(s.vocab))?,
+            cand_v: z(MAX_LM_BLOCKS)?,
             cand_i: st
-                .alloc_zeros::<i32>(lm_blocks(s.vocab))
+                .alloc_zeros::<i32>(MAX_LM_BLOCKS)
                 .map_err(cu_err("alloc"))?,
+            persistent,
             state: st.alloc_zeros::<i32>(2).map_err(cu_err("alloc"))?,
             shape,
             k,
@@ -377,6 +428,26 @@ impl LlamaDecoder {
             );
         }
         self.capacity = cap;
+        if let Some(p) = self.persistent.as_mut() {
+            let st = &self.dev.stream;
+            let mut tab: Vec<u64> = Vec::with_capacity(8 * self.layers.len());
+            for l in &self.layers {
+                let (Some(kc), Some(vc)) = (l.kc.as_ref(), l.vc.as_ref()) else {
+                    return Err(Error::msg("cuda decoder: KV cache not allocated"));
+                };
+                tab.extend([
+                    l.wqkv.device_ptr(st).0,
+                    l.wo.device_ptr(st).0,
+                    l.wgu.device_ptr(st).0,
+                    l.wd.device_ptr(st).0,
+                    l.ln1.device_ptr(st).0,
+                    l.ln2.device_ptr(st).0,
+                    kc.device_ptr(st).0,
+                    vc.device_ptr(st).0,
+                ]);
+            }
+            p.tab = Some(st.clone_htod(&tab).map_err(cu_err("upload layer table"))?);
+        }
         self.graph = None;
         self.warmed = false;
         Ok(())
@@ -405,6 +476,47 @@ impl LlamaDecoder {
         let groups = BLOCK as usize / s.head_dim;
         let attn_smem = 32 + groups * s.head_dim + s.head_dim + self.capacity;
         let err = cu_err("kernel launch");
+        if let Some(p) = &self.persistent {
+            let Some(tab) = p.tab.as_ref() else {
+                return Err(Error::msg("cuda decoder: layer table not built"));
+            };
+            let params = StepParams {
+                h,
+                nh,
+                kvh,
+                d,
+                f,
+                vocab,
+                layers: s.layers as i32,
+                cap,
+                eps,
+                scale,
+            };
+            let smem = rms_smem.max(attn_smem);
+            // SAFETY: the table holds live device addresses of this decoder's buffers (rebuilt
+            // on every KV reallocation); one 256-thread block per SM keeps every block resident,
+            // which the kernel's grid barrier needs; arguments match step_persistent_* .
+            unsafe {
+                st.launch_builder(&p.f)
+                    .arg(&self.embed)
+                    .arg(tab)
+                    .arg(&self.norm)
+                    .arg(&self.inv_freq)
+                    .arg(&self.x)
+                    .arg(&self.q)
+                    .arg(&self.attn)
+                    .arg(&self.act)
+                    .arg(&self.logits)
+                    .arg(&self.cand_v)
+                    .arg(&self.cand_i)
+                    .arg(&self.state)
+                    .arg(&p.bar)
+                    .arg(&params)
+                    .launch(cfg(p.blocks, smem))
+                    .map_err(cu_err("kernel step_persistent"))?;
+            }
+            return Ok(());
+        }
         // SAFETY (all launches below): every pointer is a live device buffer sized for the
         // arguments passed with it (weights by `recognise`'s geometry, KV by `capacity`,
         // which also bounds the position the kernels index with), and the argument lists

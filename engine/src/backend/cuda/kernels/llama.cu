@@ -329,3 +329,242 @@ extern "C" __global__ void argmax_next(const float* __restrict__ cand_v, const i
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The persistent step (experimental, ENGINE_CUDA_PERSISTENT=1): the whole decode step as ONE
+// kernel of one block per SM, its phases separated by a grid-wide barrier instead of kernel
+// boundaries. Measured on the H200 it is slower than the 5-kernel path (901 vs 1048 tok/s, f16):
+// this atomic + spin barrier costs more than a kernel boundary under a CUDA graph. Requires every block to be resident at once:
+// the host launches exactly one 256-thread block per SM and nothing else runs on the stream.
+// Buffers written inside the kernel are read through plain pointers (never const __restrict__,
+// which may use the non-coherent load path).
+
+struct StepParams {
+    int h, nh, kvh, d, f, vocab, layers, cap;
+    float eps, scale;
+};
+
+// Sense-by-generation grid barrier on bar[0] (arrivals) and bar[1] (generation). A wait that
+// spins far too long traps (a launch error) instead of hanging the GPU.
+__device__ __forceinline__ void grid_sync(unsigned int* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned int* vgen = bar + 1;
+        unsigned int gen = *vgen;
+        __threadfence();
+        unsigned int arrived = atomicAdd(bar, 1u);
+        if (arrived == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            long long spins = 0;
+            while (*vgen == gen) {
+                if (++spins > (1ll << 28)) asm volatile("trap;");
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void rms_to_shared_c(const float* x, const float* g, float eps, int h,
+                                                float* xs, float* red) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < h; i += blockDim.x) ss += x[i] * x[i];
+    ss = block_sum(ss, red);
+    float r = sqrtf(ss / (float)h + eps);
+    for (int i = threadIdx.x; i < h; i += blockDim.x) xs[i] = x[i] / r * g[i];
+    __syncthreads();
+}
+
+template <typename T>
+__device__ void attention_head(int head, const float* q, const T* kc, const T* vc, int len,
+                               const StepParams& p, float* out, float* smem) {
+    int d = p.d;
+    int groups = blockDim.x / d;
+    float* red = smem;
+    float* part = smem + 32;
+    float* qs = part + groups * d;
+    float* sc = qs + d;
+    int kh = head / (p.nh / p.kvh);
+    const T* kb = kc + (long)kh * p.cap * d;
+    const T* vb = vc + (long)kh * p.cap * d;
+    for (int k = threadIdx.x; k < d; k += blockDim.x) qs[k] = q[head * d + k];
+    __syncthreads();
+    const int E = 16 / sizeof(T);
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const T* kr = kb + (long)t * d;
+        float acc = 0.0f;
+        if (aligned16(kr, d)) {
+            const uint4* k4 = reinterpret_cast<const uint4*>(kr);
+            for (int j = 0; j < d / E; j++) accum16<T>(k4[j], qs + j * E, acc);
+        } else {
+            for (int k = 0; k < d; k++) acc += qs[k] * to_f(kr[k]);
+        }
+        sc[t] = acc * p.scale;
+    }
+    __syncthreads();
+    float m = -3.402823466e38f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) m = fmaxf(m, sc[t]);
+    m = block_max(m, red);
+    float s = 0.0f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        float e = expf(sc[t] - m);
+        sc[t] = e;
+        s += e;
+    }
+    s = block_sum(s, red);
+    int dd = threadIdx.x % d, grp = threadIdx.x / d;
+    if (grp < groups) {
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int t = grp; t < len; t += groups) acc += sc[t] * to_f(vb[(long)t * d + dd]);
+        part[grp * d + dd] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < d) {
+        float acc = 0.0f;
+        for (int g2 = 0; g2 < groups; g2++) acc += part[g2 * d + threadIdx.x];
+        out[head * d + threadIdx.x] = acc / s;
+    }
+    __syncthreads();
+}
+
+// tab: per layer 8 device addresses: wqkv, wo, wgu, wd, ln1, ln2, kc, vc.
+template <typename T>
+__device__ void step_persistent(const T* __restrict__ emb, const unsigned long long* __restrict__ tab,
+                                const float* __restrict__ norm, const float* __restrict__ inv_freq,
+                                float* x, float* q, float* attn, float* act, float* logits,
+                                float* cand_v, int* cand_i, int* state, unsigned int* bar, StepParams p) {
+    extern __shared__ float smem[];
+    __shared__ float bv_s[32];
+    __shared__ int bi_s[32];
+    float* red = smem;
+    float* xs = smem + 32;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int gw = blockIdx.x * nw + warp, GW = gridDim.x * nw;
+    long tok = state[0];
+    int pos = state[1];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.h; i += gridDim.x * blockDim.x)
+        x[i] = to_f(emb[tok * p.h + i]);
+    grid_sync(bar);
+    int half = p.d / 2, qd = p.nh * p.d;
+    for (int l = 0; l < p.layers; l++) {
+        const unsigned long long* t = tab + l * 8;
+        const T* wqkv = reinterpret_cast<const T*>(t[0]);
+        const T* wo = reinterpret_cast<const T*>(t[1]);
+        const T* wgu = reinterpret_cast<const T*>(t[2]);
+        const T* wd = reinterpret_cast<const T*>(t[3]);
+        const float* ln1 = reinterpret_cast<const float*>(t[4]);
+        const float* ln2 = reinterpret_cast<const float*>(t[5]);
+        T* kc = reinterpret_cast<T*>(t[6]);
+        T* vc = reinterpret_cast<T*>(t[7]);
+        // 1: RMSNorm + QKV + RoPE + KV write
+        rms_to_shared_c(x, ln1, p.eps, p.h, xs, red);
+        int tasks = (p.nh + 2 * p.kvh) * half;
+        for (int task = gw; task < tasks; task += GW) {
+            int head = task / half, i = task % half;
+            long r0 = (long)head * p.d + i;
+            float a, b;
+            warp_dot2(wqkv + r0 * p.h, wqkv + (r0 + half) * p.h, xs, p.h, a, b);
+            if (lane == 0) {
+                if (head < p.nh + p.kvh) {
+                    float ang = (float)pos * inv_freq[i];
+                    float c = cosf(ang), s = sinf(ang);
+                    float a2 = a * c - b * s;
+                    float b2 = b * c + a * s;
+                    a = a2;
+                    b = b2;
+                }
+                if (head < p.nh) {
+                    q[head * p.d + i] = a;
+                    q[head * p.d + i + half] = b;
+                } else {
+                    int kh = head < p.nh + p.kvh ? head - p.nh : head - p.nh - p.kvh;
+                    T* dst = (head < p.nh + p.kvh ? kc : vc) + ((long)kh * p.cap + pos) * p.d;
+                    dst[i] = from_f<T>(a);
+                    dst[i + half] = from_f<T>(b);
+                }
+            }
+        }
+        grid_sync(bar);
+        // 2: attention, one block per head
+        for (int head = blockIdx.x; head < p.nh; head += gridDim.x)
+            attention_head<T>(head, q, kc, vc, pos + 1, p, attn, smem);
+        grid_sync(bar);
+        // 3: o_proj + residual
+        for (int r = gw; r < p.h; r += GW) {
+            float a = warp_dot(wo + (long)r * qd, attn, qd);
+            if (lane == 0) x[r] += a;
+        }
+        grid_sync(bar);
+        // 4: RMSNorm + gate/up + SiLU
+        rms_to_shared_c(x, ln2, p.eps, p.h, xs, red);
+        for (int j = gw; j < p.f; j += GW) {
+            float gt, up;
+            warp_dot2(wgu + (long)j * p.h, wgu + (long)(p.f + j) * p.h, xs, p.h, gt, up);
+            if (lane == 0) {
+                float sg = 1.0f / (1.0f + expf(-gt));
+                act[j] = gt * sg * up;
+            }
+        }
+        grid_sync(bar);
+        // 5: down + residual
+        for (int r = gw; r < p.h; r += GW) {
+            float a = warp_dot(wd + (long)r * p.f, act, p.f);
+            if (lane == 0) x[r] += a;
+        }
+        grid_sync(bar);
+    }
+    // lm_head (tied embedding) with per-block argmax candidates, then the final pick.
+    rms_to_shared_c(x, norm, p.eps, p.h, xs, red);
+    float best = -3.402823466e38f;
+    int bidx = 0x7fffffff;
+    for (int r = gw; r < p.vocab; r += 2 * GW) {
+        int r2 = r + GW;
+        float a, b;
+        if (r2 < p.vocab) {
+            warp_dot2(emb + (long)r * p.h, emb + (long)r2 * p.h, xs, p.h, a, b);
+        } else {
+            a = warp_dot(emb + (long)r * p.h, xs, p.h);
+            b = -3.402823466e38f;
+        }
+        if (lane == 0) {
+            logits[r] = a;
+            better(best, bidx, a, r);
+            if (r2 < p.vocab) {
+                logits[r2] = b;
+                better(best, bidx, b, r2);
+            }
+        }
+    }
+    if (lane == 0) { bv_s[warp] = best; bi_s[warp] = bidx; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < nw; k++) better(best, bidx, bv_s[k], bi_s[k]);
+        cand_v[blockIdx.x] = best;
+        cand_i[blockIdx.x] = bidx;
+    }
+    grid_sync(bar);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        float bv = -3.402823466e38f;
+        int bi = 0x7fffffff;
+        for (int k = 0; k < (int)gridDim.x; k++) better(bv, bi, cand_v[k], cand_i[k]);
+        if (bi == 0x7fffffff) bi = 0;
+        state[0] = bi;
+        state[1] = pos + 1;
+    }
+}
+
+#define PERSISTENT_KERNEL(T, S)                                                                   \
+extern "C" __global__ void step_persistent_##S(const T* emb, const unsigned long long* tab,       \
+        const float* norm, const float* inv_freq, float* x, float* q, float* attn, float* act,    \
+        float* logits, float* cand_v, int* cand_i, int* state, unsigned int* bar, StepParams p) { \
+    step_persistent<T>(emb, tab, norm, inv_freq, x, q, attn, act, logits, cand_v, cand_i, state,  \
+                       bar, p);                                                                   \
+}
+
+PERSISTENT_KERNEL(float, f32)
+PERSISTENT_KERNEL(h16, f16)
+PERSISTENT_KERNEL(b16, bf16)
