@@ -632,7 +632,9 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         (Some(cfg), shard) if !e2e_cases.is_empty() && shard.is_none_or(|(i, _)| i == 1) => {
             let checks = e2e::plan_checks(cfg, e2e_cases, &opts.e2e.devices, &head_wt.path)
                 .map_err(anyhow::Error::msg)?;
-            let cuda = checks.iter().any(|c| c.device == Device::Cuda);
+            // No CUDA build and no CUDA run on a host without a driver: those checks are ⏭.
+            let no_cuda = host::cuda_unavailable();
+            let cuda = checks.iter().any(|c| c.device == Device::Cuda) && no_cuda.is_none();
             let work = opts.cache_dir.join("runs").join("e2e");
             let _ = std::fs::remove_dir_all(&work);
             let mut envs = Vec::new();
@@ -646,12 +648,9 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                     cuda,
                     progress,
                 );
-                envs.push(SideEnv::new(
-                    side,
-                    tools,
-                    wt.path.clone(),
-                    work.join(side.name()),
-                ));
+                let mut env = SideEnv::new(side, tools, wt.path.clone(), work.join(side.name()));
+                env.cuda_unavailable = no_cuda.clone();
+                envs.push(env);
             }
             let [mut b, mut h]: [SideEnv; 2] =
                 envs.try_into().map_err(|_| anyhow::anyhow!("two sides"))?;
@@ -870,7 +869,8 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
             }
         );
     }
-    let cuda = checks.iter().any(|c| c.device == Device::Cuda);
+    let no_cuda = host::cuda_unavailable();
+    let cuda = checks.iter().any(|c| c.device == Device::Cuda) && no_cuda.is_none();
     let tools = e2e_tools(
         Side::Head,
         &root,
@@ -883,6 +883,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
     let work = opts.cache_dir.join("runs").join("e2e-single");
     let _ = std::fs::remove_dir_all(&work);
     let mut env = SideEnv::new(Side::Head, tools, root, work.clone());
+    env.cuda_unavailable = no_cuda;
     progress.stage(&format!("e2e: {} check(s)", checks.len()));
     let e2e = e2e::run_single(cfg, &checks, &mut env, opts.e2e.require_cuda, progress);
     let _ = std::fs::remove_dir_all(&work);

@@ -80,9 +80,57 @@ pub fn load_avg() -> [f64; 3] {
     ]
 }
 
+/// Where an NVIDIA driver shows itself: the kernel module's version file and control device on
+/// Linux, the paravirtual GPU device under WSL2.
+pub const CUDA_DRIVER_PATHS: [&str; 3] =
+    ["/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg"];
+
+/// Set to 1 to skip the driver probe and always try the CUDA checks (a GPU setup the probe does
+/// not know).
+pub const ASSUME_CUDA_ENV: &str = "HARNESS_ASSUME_CUDA";
+
+/// Why this host cannot run CUDA at all, or None when it may. A cheap probe taken before any
+/// CUDA build: on a machine without an NVIDIA driver the harness neither compiles the engine's
+/// `cuda` feature nor runs CUDA checks, and reports them ⏭ with this reason (never as passed;
+/// `--require-cuda` makes that an error). Where a driver is found, the engine itself decides.
+pub fn cuda_unavailable() -> Option<String> {
+    if std::env::var(ASSUME_CUDA_ENV).is_ok_and(|v| v == "1") {
+        return None;
+    }
+    cuda_unavailable_given(&CUDA_DRIVER_PATHS.map(std::path::Path::new))
+}
+
+fn cuda_unavailable_given(paths: &[&std::path::Path]) -> Option<String> {
+    if paths.iter().any(|p| p.exists()) {
+        return None;
+    }
+    Some(format!(
+        "no CUDA device: no NVIDIA driver on this host (none of {})",
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cuda_probe_needs_one_driver_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("version");
+        let b = dir.path().join("nvidiactl");
+        let why = cuda_unavailable_given(&[&a, &b]).unwrap();
+        assert!(
+            why.contains("no NVIDIA driver") && why.contains("nvidiactl"),
+            "{why}"
+        );
+        std::fs::write(&b, "").unwrap();
+        assert_eq!(cuda_unavailable_given(&[&a, &b]), None);
+    }
 
     #[test]
     fn fingerprint_ignores_kernel_and_rustc_but_not_cpu_or_cores() {

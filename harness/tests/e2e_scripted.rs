@@ -118,15 +118,23 @@ impl Setup {
     }
 }
 
+/// The harness with its host driver probe off (`HARNESS_ASSUME_CUDA=1`), so the scripted
+/// engine's own answer to `--ep cuda` decides on every machine, GPU or not.
 fn run_harness(args: &[String]) -> Output {
-    {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-        cmd.args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("GITHUB_ACTIONS")
-            .env_remove("GITHUB_STEP_SUMMARY");
-        cmd.output().unwrap()
+    run_harness_env(args, &[(harness::host::ASSUME_CUDA_ENV, "1")])
+}
+
+fn run_harness_env(args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .env_remove(harness::host::ASSUME_CUDA_ENV)
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_STEP_SUMMARY");
+    for (k, v) in env {
+        cmd.env(k, v);
     }
+    cmd.output().unwrap()
 }
 
 fn engine_script(ids: &str, ms: &[f64]) -> String {
@@ -263,6 +271,29 @@ fn without_a_gpu_the_cuda_rows_are_not_run_and_require_cuda_makes_it_an_error() 
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["text/hello/cpu-f32", "tiny/g1/cpu-f32"]);
+
+    // With the host probe on: a host without an NVIDIA driver does not even ask the engine
+    // (nor build its cuda feature); the rows are ⏭ with the probe's reason.
+    if std::env::var_os(harness::host::ASSUME_CUDA_ENV).is_none()
+        && harness::host::cuda_unavailable().is_some()
+    {
+        let mut a: Vec<String> = base.iter().map(|x| x.to_string()).collect();
+        a.extend(["--format", "json", "--repo"].map(String::from));
+        a.push(s.repo.display().to_string());
+        a.push("--cache-dir".into());
+        a.push(s.cache.display().to_string());
+        let o = run_harness_env(&a, &[]);
+        let v = results_json(&o);
+        let cuda = row(&v, "correctness", "tiny/g1/cuda-f32");
+        assert_eq!(cuda["status"], "not_run", "{cuda}");
+        let note = cuda["head"]["note"].as_str().unwrap();
+        assert!(note.contains("no NVIDIA driver on this host"), "{cuda}");
+        assert_eq!(v["outcome"], "pass");
+    } else {
+        eprintln!(
+            "note: this host has an NVIDIA driver; the no-driver probe path is not exercised"
+        );
+    }
 }
 
 #[test]

@@ -208,6 +208,9 @@ pub struct SideEnv {
     /// None: the side's binaries could not be built (every check ⛔ with `build_failure`).
     pub tools: Option<Tools>,
     pub build_failure: Option<String>,
+    /// Set when this host cannot run CUDA at all (`host::cuda_unavailable`): CUDA checks are ⏭
+    /// with this reason without running the engine.
+    pub cuda_unavailable: Option<String>,
     /// The revision's tree: goldens and relative model paths.
     pub root: PathBuf,
     /// Scratch: the tiny model is built here.
@@ -225,6 +228,7 @@ impl SideEnv {
             side,
             tools,
             build_failure,
+            cuda_unavailable: None,
             root,
             work,
             models: BTreeMap::new(),
@@ -278,6 +282,11 @@ impl SideEnv {
 
     /// Resolves a check on this side: model, golden, prompt, token count.
     pub fn prepare(&mut self, cfg: &E2eConfig, check: &Check) -> Result<Prepared, Blocked> {
+        if check.device == Device::Cuda
+            && let Some(why) = &self.cuda_unavailable
+        {
+            return Err(Blocked::NotRun(why.clone()));
+        }
         let model_dir = self.model_dir(cfg, &check.model, check.dtype)?;
         let (golden, prompt_ids, text) = match &check.input {
             Input::Golden(name) => {
