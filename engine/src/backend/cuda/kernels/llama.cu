@@ -67,6 +67,60 @@ __device__ __forceinline__ void warp_dot2(const T* __restrict__ w0, const T* __r
     b = warp_sum(acc1);
 }
 
+// Programmatic dependent launch (sm_90+; the host sets the launch attribute only there): a
+// kernel's blocks may start while the previous kernel of the step still runs. Each kernel first
+// loads what does not depend on earlier kernels (its weight rows, into registers), then
+// `pdl_enter` waits until the previous kernel has completed and its writes are visible (a no-op
+// when launched without the attribute), and lets the next kernel start launching: its launch and
+// weight loads overlap this kernel. Nothing written by an earlier kernel is touched before it.
+__device__ __forceinline__ void pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Up to P 16-byte chunks of one weight row per lane, loaded before the dependency wait: lane
+// `l` holds chunks l, l + 32, ... (the order warp_dot walks), so the sums stay bit-identical.
+template <int P>
+struct RowPre {
+    uint4 v[P];
+};
+
+template <typename T, int P>
+__device__ __forceinline__ void pre_load(const T* __restrict__ w, int n, RowPre<P>& r) {
+    if (!aligned16(w, n)) return;
+    const uint4* w4 = reinterpret_cast<const uint4*>(w);
+    int nv = n / (int)(16 / sizeof(T)), lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < P; i++) {
+        int j = lane + 32 * i;
+        if (j < nv) r.v[i] = w4[j];
+    }
+}
+
+// This lane's partial dot of row `w` (its first chunks from `r`) with `v`; warp_sum it.
+template <typename T, int P>
+__device__ __forceinline__ float pre_dot(const T* __restrict__ w, const RowPre<P>& r, const float* v, int n) {
+    const int E = 16 / sizeof(T);
+    int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    if (aligned16(w, n)) {
+        const uint4* w4 = reinterpret_cast<const uint4*>(w);
+        int nv = n / E;
+#pragma unroll
+        for (int i = 0; i < P; i++) {
+            int j = lane + 32 * i;
+            if (j < nv) accum16<T>(r.v[i], v + j * E, acc);
+        }
+#pragma unroll 4
+        for (int j = lane + 32 * P; j < nv; j += 32) accum16<T>(w4[j], v + j * E, acc);
+    } else {
+        for (int k = lane; k < n; k += 32) acc += to_f(w[k]) * v[k];
+    }
+    return acc;
+}
+
 // xs[i] = x[i] / sqrt(mean(x^2) + eps) * g[i], into shared memory (every block recomputes it:
 // h is small and this saves a kernel per norm).
 __device__ __forceinline__ void rms_to_shared(const float* __restrict__ x, const float* __restrict__ g,
@@ -81,6 +135,7 @@ __device__ __forceinline__ void rms_to_shared(const float* __restrict__ x, const
 
 template <typename T>
 __device__ void embed(const T* __restrict__ emb, const int* __restrict__ state, float* __restrict__ x, int h) {
+    pdl_enter();
     long tok = state[0];
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < h; i += gridDim.x * blockDim.x)
         x[i] = to_f(emb[tok * h + i]);
@@ -96,16 +151,25 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
     extern __shared__ float smem[];
     float* red = smem;
     float* xs = smem + 32;
-    rms_to_shared(x, g, eps, h, xs, red);
     int half = d / 2;
     int tasks = (nh + 2 * kvh) * half;
     int nw = blockDim.x >> 5;
     int task = blockIdx.x * nw + (threadIdx.x >> 5);
-    if (task >= tasks) return;
+    bool live = task < tasks;
     int head = task / half, i = task % half;
     long r0 = (long)head * d + i;
-    float a, b;
-    warp_dot2(w + r0 * h, w + (r0 + half) * h, xs, h, a, b);
+    RowPre<4> p0, p1;
+    if (live) {
+        pre_load<T, 4>(w + r0 * h, h, p0);
+        pre_load<T, 4>(w + (r0 + half) * h, h, p1);
+    }
+    pdl_enter();
+    rms_to_shared(x, g, eps, h, xs, red);
+    if (!live) return;
+    float a = pre_dot<T, 4>(w + r0 * h, p0, xs, h);
+    float b = pre_dot<T, 4>(w + (r0 + half) * h, p1, xs, h);
+    a = warp_sum(a);
+    b = warp_sum(b);
     if ((threadIdx.x & 31) != 0) return;
     int pos = state[1];
     if (head < nh + kvh) {
@@ -134,6 +198,7 @@ __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc,
                           const int* __restrict__ state, int nh, int kvh, int d, int max_seq, float scale,
                           float* __restrict__ out) {
     extern __shared__ float smem[];
+    pdl_enter();
     int groups = blockDim.x / d;
     float* red = smem;
     float* part = smem + 32;
@@ -187,14 +252,21 @@ __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc,
     }
 }
 
-// out[r] += dot(w[r], v) for r < rows; one warp per row.
+// out[r] += dot(w[r], v) for r < rows; one warp per row, v staged in shared memory (cols floats).
 template <typename T>
 __device__ void gemv_residual(const T* __restrict__ w, const float* __restrict__ v, float* __restrict__ out,
                               int rows, int cols) {
+    extern __shared__ float smem[];
     int nw = blockDim.x >> 5;
     int r = blockIdx.x * nw + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    float acc = warp_dot(w + (long)r * cols, v, cols);
+    bool live = r < rows;
+    RowPre<8> p;
+    if (live) pre_load<T, 8>(w + (long)r * cols, cols, p);
+    pdl_enter();
+    for (int k = threadIdx.x; k < cols; k += blockDim.x) smem[k] = v[k];
+    __syncthreads();
+    if (!live) return;
+    float acc = warp_sum(pre_dot<T, 8>(w + (long)r * cols, p, smem, cols));
     if ((threadIdx.x & 31) == 0) out[r] += acc;
 }
 
@@ -205,12 +277,21 @@ __device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict
     extern __shared__ float smem[];
     float* red = smem;
     float* xs = smem + 32;
-    rms_to_shared(x, g, eps, h, xs, red);
     int nw = blockDim.x >> 5;
     int j = blockIdx.x * nw + (threadIdx.x >> 5);
-    if (j >= f) return;
-    float gt, up;
-    warp_dot2(w + (long)j * h, w + (long)(f + j) * h, xs, h, gt, up);
+    bool live = j < f;
+    RowPre<4> p0, p1;
+    if (live) {
+        pre_load<T, 4>(w + (long)j * h, h, p0);
+        pre_load<T, 4>(w + (long)(f + j) * h, h, p1);
+    }
+    pdl_enter();
+    rms_to_shared(x, g, eps, h, xs, red);
+    if (!live) return;
+    float gt = pre_dot<T, 4>(w + (long)j * h, p0, xs, h);
+    float up = pre_dot<T, 4>(w + (long)(f + j) * h, p1, xs, h);
+    gt = warp_sum(gt);
+    up = warp_sum(up);
     if ((threadIdx.x & 31) == 0) {
         float sg = 1.0f / (1.0f + expf(-gt));
         act[j] = gt * sg * up;
@@ -219,8 +300,9 @@ __device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict
 
 // The lm_head over the tied embedding fused with the first argmax stage: out[r] =
 // dot(w[r], rmsnorm(x) * g) for r < rows, grid-strided so each warp walks several row pairs
-// (one row per warp left the 6144 blocks dominated by their norm and reduction overhead); each
-// block writes its best (value, lowest index) to cand_v / cand_i for argmax_next.
+// (one row per warp left the 6144 blocks dominated by their norm and reduction overhead), the
+// next pair's weights loaded while the current one is summed; each block writes its best
+// (value, lowest index) to cand_v / cand_i for argmax_next.
 __device__ __forceinline__ void better(float& bv, int& bi, float v, int i) {
     if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
 }
@@ -234,20 +316,24 @@ __device__ void rms_gemv(const float* __restrict__ x, const float* __restrict__ 
     __shared__ int bi_s[32];
     float* red = smem;
     float* xs = smem + 32;
-    rms_to_shared(x, g, eps, h, xs, red);
     int nw = blockDim.x >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int stride = gridDim.x * nw;
+    int r = blockIdx.x * nw + warp;
+    RowPre<4> c0, c1;
+    if (r < rows) pre_load<T, 4>(w + (long)r * h, h, c0);
+    if (r + stride < rows) pre_load<T, 4>(w + (long)(r + stride) * h, h, c1);
+    pdl_enter();
+    rms_to_shared(x, g, eps, h, xs, red);
     float best = -3.402823466e38f;
     int bidx = 0x7fffffff;
-    for (int r = blockIdx.x * nw + warp; r < rows; r += 2 * stride) {
-        int r2 = r + stride;
-        float a, b;
-        if (r2 < rows) {
-            warp_dot2(w + (long)r * h, w + (long)r2 * h, xs, h, a, b);
-        } else {
-            a = warp_dot(w + (long)r * h, xs, h);
-            b = -3.402823466e38f;
-        }
+    for (; r < rows; r += 2 * stride) {
+        int r2 = r + stride, rn = r + 2 * stride;
+        RowPre<4> n0, n1;
+        if (rn < rows) pre_load<T, 4>(w + (long)rn * h, h, n0);
+        if (rn + stride < rows) pre_load<T, 4>(w + (long)(rn + stride) * h, h, n1);
+        float a = warp_sum(pre_dot<T, 4>(w + (long)r * h, c0, xs, h));
+        float b = -3.402823466e38f;
+        if (r2 < rows) b = warp_sum(pre_dot<T, 4>(w + (long)r2 * h, c1, xs, h));
         if (lane == 0) {
             out[r] = a;
             better(best, bidx, a, r);
@@ -256,6 +342,8 @@ __device__ void rms_gemv(const float* __restrict__ x, const float* __restrict__ 
                 better(best, bidx, b, r2);
             }
         }
+        c0 = n0;
+        c1 = n1;
     }
     if (lane == 0) { bv_s[warp] = best; bi_s[warp] = bidx; }
     __syncthreads();
@@ -302,6 +390,7 @@ extern "C" __global__ void argmax_next(const float* __restrict__ cand_v, const i
                                        int n, int* state) {
     __shared__ float bv[32];
     __shared__ int bi[32];
+    pdl_enter();
     float best = -3.402823466e38f;
     int idx = 0x7fffffff;
     for (int i = threadIdx.x; i < n; i += blockDim.x) better(best, idx, cand_v[i], cand_i[i]);
