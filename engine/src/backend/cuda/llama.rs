@@ -562,8 +562,8 @@ impl LlamaDecoder {
             shared_mem_bytes: (smem_floats * 4) as u32,
         };
         let rms_smem = 32 + s.hidden;
-        let groups = BLOCK as usize / s.head_dim;
-        let attn_smem = 32 + groups * s.head_dim + s.head_dim + self.capacity;
+        // Reduction, partial outputs (8 floats per thread at most), the query, the scores.
+        let attn_smem = 32 + 8 * BLOCK as usize + s.head_dim + self.capacity;
         if let Some(p) = &self.persistent {
             let Some(tab) = p.tab.as_ref() else {
                 return Err(Error::msg("cuda decoder: layer table not built"));

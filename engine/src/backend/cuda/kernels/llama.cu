@@ -192,37 +192,65 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
 }
 
 // One block per query head over the cached positions 0..=state[1]. Shared: 32 (reduction) +
-// groups * d (partial outputs) + d (the query) + max_seq scores.
+// 8 * blockDim (partial outputs) + d (the query) + max_seq scores.
+// Before the dependency wait it loads the K and V rows of positions < state[1] (written by
+// earlier steps; state is only written by argmax at the end of the previous step): only the
+// current position's K/V and q come from the kernel before it.
 template <typename T>
 __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                           const int* __restrict__ state, int nh, int kvh, int d, int max_seq, float scale,
                           float* __restrict__ out) {
     extern __shared__ float smem[];
-    pdl_enter();
-    int groups = blockDim.x / d;
+    const int E = 16 / sizeof(T);
+    const int KP = 8, VP = 4;
     float* red = smem;
     float* part = smem + 32;
-    float* qs = part + groups * d;
+    float* qs = part + 8 * blockDim.x;
     float* sc = qs + d;
     int head = blockIdx.x;
     int kh = head / (nh / kvh);
     int len = state[1] + 1;
     const T* kb = kc + (long)kh * max_seq * d;
     const T* vb = vc + (long)kh * max_seq * d;
+    int tpr = d / E;                      // threads per row in the V pass
+    bool vec = aligned16(kb, d) && aligned16(vb, d) && (int)blockDim.x % tpr == 0;
+    int rg = vec ? (int)blockDim.x / tpr : 1;  // rows summed in parallel in the V pass
+    int grp = vec ? (int)threadIdx.x / tpr : 0, ch = vec ? (int)threadIdx.x % tpr : 0;
+    uint4 kr[KP], vr[VP];
+    bool kpre = vec && tpr <= KP && (int)threadIdx.x < len - 1;
+    if (kpre) {
+        const uint4* k4 = reinterpret_cast<const uint4*>(kb + (long)threadIdx.x * d);
+#pragma unroll
+        for (int j = 0; j < KP; j++)
+            if (j < tpr) kr[j] = k4[j];
+    }
+    if (vec) {
+#pragma unroll
+        for (int i = 0; i < VP; i++) {
+            int t = grp + rg * i;
+            if (t < len - 1) vr[i] = reinterpret_cast<const uint4*>(vb + (long)t * d)[ch];
+        }
+    }
+    pdl_enter();
     for (int k = threadIdx.x; k < d; k += blockDim.x) qs[k] = q[head * d + k];
     __syncthreads();
     // One thread per key: its row is d contiguous elements, loaded 16 bytes at a time with all
     // loads independent, so a whole pass costs about one memory latency (a warp per key would
     // serialise a load and a shuffle reduction per key).
-    const int E = 16 / sizeof(T);
     for (int t = threadIdx.x; t < len; t += blockDim.x) {
-        const T* kr = kb + (long)t * d;
+        const T* kr_ = kb + (long)t * d;
         float acc = 0.0f;
-        if (aligned16(kr, d)) {
-            const uint4* k4 = reinterpret_cast<const uint4*>(kr);
-            for (int j = 0; j < d / E; j++) accum16<T>(k4[j], qs + j * E, acc);
+        if (vec) {
+            const uint4* k4 = reinterpret_cast<const uint4*>(kr_);
+            if (kpre && t == (int)threadIdx.x) {
+#pragma unroll
+                for (int j = 0; j < KP; j++)
+                    if (j < tpr) accum16<T>(kr[j], qs + j * E, acc);
+            } else {
+                for (int j = 0; j < tpr; j++) accum16<T>(k4[j], qs + j * E, acc);
+            }
         } else {
-            for (int k = 0; k < d; k++) acc += qs[k] * to_f(kr[k]);
+            for (int k = 0; k < d; k++) acc += qs[k] * to_f(kr_[k]);
         }
         sc[t] = acc * scale;
     }
@@ -237,17 +265,47 @@ __device__ void attention(const float* __restrict__ q, const T* __restrict__ kc,
         s += e;
     }
     s = block_sum(s, red);
-    int dd = threadIdx.x % d, grp = threadIdx.x / d;
-    if (grp < groups) {
-        float acc = 0.0f;
+    if (vec) {
+        // rg rows at a time, each by tpr threads holding one 16-byte chunk of it.
+        float acc[16 / sizeof(T)];
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VP; i++) {
+            int t = grp + rg * i;
+            if (t < len) {
+                uint4 u = t < len - 1 ? vr[i] : reinterpret_cast<const uint4*>(vb + (long)t * d)[ch];
+                const T* e8 = reinterpret_cast<const T*>(&u);
+                float p = sc[t];
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[e] += p * to_f(e8[e]);
+            }
+        }
 #pragma unroll 4
-        for (int t = grp; t < len; t += groups) acc += sc[t] * to_f(vb[(long)t * d + dd]);
-        part[grp * d + dd] = acc;
+        for (int t = grp + rg * VP; t < len; t += rg) {
+            uint4 u = reinterpret_cast<const uint4*>(vb + (long)t * d)[ch];
+            const T* e8 = reinterpret_cast<const T*>(&u);
+            float p = sc[t];
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[e] += p * to_f(e8[e]);
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) part[grp * d + ch * E + e] = acc[e];
+    } else {
+        int groups = blockDim.x / d;
+        rg = groups;
+        int dd = threadIdx.x % d, g = threadIdx.x / d;
+        if (g < groups) {
+            float acc = 0.0f;
+#pragma unroll 4
+            for (int t = g; t < len; t += groups) acc += sc[t] * to_f(vb[(long)t * d + dd]);
+            part[g * d + dd] = acc;
+        }
     }
     __syncthreads();
     if (threadIdx.x < d) {
         float acc = 0.0f;
-        for (int g2 = 0; g2 < groups; g2++) acc += part[g2 * d + threadIdx.x];
+        for (int g2 = 0; g2 < rg; g2++) acc += part[g2 * d + threadIdx.x];
         out[head * d + threadIdx.x] = acc / s;
     }
 }
