@@ -64,40 +64,7 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
     for b in &wanted {
         cmd.arg("--bench").arg(b);
     }
-    cmd.env("CARGO_TARGET_DIR", req.target_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| BuildFailure {
-        message: format!("cannot run cargo in {}: {e}", req.dir.display()),
-        log_tail: Vec::new(),
-    })?;
-    let stderr = child.stderr.take().expect("piped");
-    let on_line = req.on_line;
-    let (exes, stderr_lines) = std::thread::scope(|s| {
-        let err = s.spawn(move || {
-            let mut lines = Vec::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                on_line(&line);
-                lines.push(line);
-            }
-            lines
-        });
-        let mut stdout = String::new();
-        let _ = child
-            .stdout
-            .take()
-            .expect("piped")
-            .read_to_string(&mut stdout);
-        (
-            parse_cargo_messages(&stdout),
-            err.join().unwrap_or_default(),
-        )
-    });
-    let status = child.wait().map_err(|e| BuildFailure {
-        message: format!("cargo in {}: {e}", req.dir.display()),
-        log_tail: Vec::new(),
-    })?;
+    let (stdout, stderr_lines, status) = run_cargo(cmd, req.dir, req.target_dir, req.on_line)?;
     if !status.success() {
         return Err(BuildFailure {
             message: format!(
@@ -107,7 +74,7 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
             log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
         });
     }
-    Ok(exes)
+    Ok(parse_cargo_messages(&stdout))
 }
 
 /// The `engine` and `oracle` executables of one revision.
@@ -148,37 +115,7 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
         cmd.arg("--features")
             .arg(format!("{}/cuda", req.engine_package));
     }
-    cmd.env("CARGO_TARGET_DIR", req.target_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| BuildFailure {
-        message: format!("cannot run cargo in {}: {e}", req.dir.display()),
-        log_tail: Vec::new(),
-    })?;
-    let stderr = child.stderr.take().expect("piped");
-    let on_line = req.on_line;
-    let (stdout, stderr_lines) = std::thread::scope(|s| {
-        let err = s.spawn(move || {
-            let mut lines = Vec::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                on_line(&line);
-                lines.push(line);
-            }
-            lines
-        });
-        let mut stdout = String::new();
-        let _ = child
-            .stdout
-            .take()
-            .expect("piped")
-            .read_to_string(&mut stdout);
-        (stdout, err.join().unwrap_or_default())
-    });
-    let status = child.wait().map_err(|e| BuildFailure {
-        message: format!("cargo in {}: {e}", req.dir.display()),
-        log_tail: Vec::new(),
-    })?;
+    let (stdout, stderr_lines, status) = run_cargo(cmd, req.dir, req.target_dir, req.on_line)?;
     if !status.success() {
         return Err(BuildFailure {
             message: format!(
@@ -204,28 +141,83 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
     }
 }
 
+/// Runs a prepared cargo command in `dir` with `target_dir` as its target dir: stdout (cargo's
+/// JSON messages) collected, stderr streamed line by line to `on_line` and kept for a failure's
+/// log tail. Only a cargo that cannot be started or waited for is an error here; the caller
+/// judges the exit status.
+fn run_cargo(
+    mut cmd: Command,
+    dir: &Path,
+    target_dir: &Path,
+    on_line: &(dyn Fn(&str) + Sync),
+) -> Result<(String, Vec<String>, std::process::ExitStatus), BuildFailure> {
+    cmd.env("CARGO_TARGET_DIR", target_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| BuildFailure {
+        message: format!("cannot run cargo in {}: {e}", dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    let stderr = child.stderr.take().expect("piped");
+    let (stdout, stderr_lines) = std::thread::scope(|s| {
+        let err = s.spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                on_line(&line);
+                lines.push(line);
+            }
+            lines
+        });
+        let mut stdout = String::new();
+        let _ = child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_string(&mut stdout);
+        (stdout, err.join().unwrap_or_default())
+    });
+    let status = child.wait().map_err(|e| BuildFailure {
+        message: format!("cargo in {}: {e}", dir.display()),
+        log_tail: Vec::new(),
+    })?;
+    Ok((stdout, stderr_lines, status))
+}
+
 /// Whether `package` in the workspace at `dir` declares `feature` (from `cargo metadata`).
 fn package_has_feature(dir: &Path, package: &str, feature: &str) -> bool {
-    let Ok(out) = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    cargo_metadata(dir).is_some_and(|v| {
+        v["packages"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == package && p["features"].get(feature).is_some())
+        })
+    })
+}
+
+/// `cargo metadata --no-deps` of the workspace at `dir` (None when cargo fails: the build that
+/// follows reports cargo's own error).
+fn cargo_metadata(dir: &Path) -> Option<serde_json::Value> {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(dir)
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
-    else {
-        return false;
-    };
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
-        return false;
-    };
-    v["packages"].as_array().is_some_and(|ps| {
-        ps.iter()
-            .any(|p| p["name"] == package && p["features"].get(feature).is_some())
-    })
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// The `bin` executables in cargo's `--message-format=json` stdout, by target name.
 pub fn parse_bin_messages(stdout: &str) -> BTreeMap<String, PathBuf> {
+    artifacts(stdout, "bin")
+}
+
+/// The executables of targets of `kind` ("bin", "bench") among cargo's `compiler-artifact`
+/// messages, by target name.
+fn artifacts(stdout: &str, kind: &str) -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
     for line in stdout.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -234,11 +226,11 @@ pub fn parse_bin_messages(stdout: &str) -> BTreeMap<String, PathBuf> {
         if v["reason"] != "compiler-artifact" {
             continue;
         }
-        let is_bin = v["target"]["kind"]
+        let of_kind = v["target"]["kind"]
             .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "bin"));
+            .is_some_and(|k| k.iter().any(|k| k == kind));
         if let (true, Some(exe), Some(name)) = (
-            is_bin,
+            of_kind,
             v["executable"].as_str(),
             v["target"]["name"].as_str(),
         ) {
@@ -251,17 +243,7 @@ pub fn parse_bin_messages(stdout: &str) -> BTreeMap<String, PathBuf> {
 /// The `[[bench]]` target names of `packages` in the workspace at `dir`, from `cargo metadata`
 /// (None if cargo metadata fails: then cargo's own error is reported by the build).
 fn existing_bench_targets(dir: &Path, packages: &[String]) -> Option<Vec<String>> {
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(dir)
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let v = cargo_metadata(dir)?;
     let mut names = Vec::new();
     for p in v["packages"].as_array()? {
         if !packages.iter().any(|n| p["name"] == n.as_str()) {
@@ -281,26 +263,9 @@ fn existing_bench_targets(dir: &Path, packages: &[String]) -> Option<Vec<String>
 
 /// The bench executables in cargo's `--message-format=json` stdout.
 pub fn parse_cargo_messages(stdout: &str) -> BenchExes {
-    let mut out = BenchExes::default();
-    for line in stdout.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v["reason"] != "compiler-artifact" {
-            continue;
-        }
-        let is_bench = v["target"]["kind"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "bench"));
-        if let (true, Some(exe), Some(name)) = (
-            is_bench,
-            v["executable"].as_str(),
-            v["target"]["name"].as_str(),
-        ) {
-            out.by_target.insert(name.to_string(), PathBuf::from(exe));
-        }
+    BenchExes {
+        by_target: artifacts(stdout, "bench"),
     }
-    out
 }
 
 pub fn tail(lines: &[String], n: usize) -> Vec<String> {

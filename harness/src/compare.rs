@@ -159,9 +159,9 @@ pub fn e2e_tools(
     })
     .map_err(|f| {
         let mut m = f.message;
-        for l in f.log_tail.iter().rev().take(8).rev() {
+        for l in crate::build::tail(&f.log_tail, 8) {
             m.push('\n');
-            m.push_str(l);
+            m.push_str(&l);
         }
         m
     })?;
@@ -327,24 +327,26 @@ pub fn plan_for(config: &Config, suite: &str) -> anyhow::Result<Vec<TargetPlan>>
         .collect())
 }
 
+/// The revision a `--head`/`--rev` names and how to check it out; none given: the working tree
+/// when it has uncommitted changes (measured as they are), else HEAD.
+fn resolve_checkout(repo: &Repo, spec: Option<&str>) -> anyhow::Result<(Revision, Checkout)> {
+    let r = match spec {
+        None if repo.is_dirty()? => {
+            return Ok((repo.resolve_working_tree()?, Checkout::WorkingTree));
+        }
+        None => repo.resolve("HEAD")?,
+        Some(spec) => repo.resolve(spec)?,
+    };
+    let co = Checkout::Commit(r.sha.clone());
+    Ok((r, co))
+}
+
 /// Resolves base and head as `compare` would.
 fn resolve_revisions(
     repo: &Repo,
     opts: &CompareOptions,
 ) -> anyhow::Result<(Revision, Checkout, Revision, Checkout)> {
-    let (head, head_co) = match &opts.head {
-        Some(spec) => {
-            let r = repo.resolve(spec)?;
-            let co = Checkout::Commit(r.sha.clone());
-            (r, co)
-        }
-        None if repo.is_dirty()? => (repo.resolve_working_tree()?, Checkout::WorkingTree),
-        None => {
-            let r = repo.resolve("HEAD")?;
-            let co = Checkout::Commit(r.sha.clone());
-            (r, co)
-        }
-    };
+    let (head, head_co) = resolve_checkout(repo, opts.head.as_deref())?;
     let base = match &opts.base {
         Some(spec) => repo.resolve(spec)?,
         None => {
@@ -820,19 +822,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
     })?;
     let repo = Repo::open(&opts.repo_dir)?;
     let prebuilt = opts.e2e.engine_bin[1].is_some() && opts.e2e.oracle_bin[1].is_some();
-    let (rev, checkout) = match &opts.rev {
-        Some(spec) => {
-            let r = repo.resolve(spec)?;
-            let co = Checkout::Commit(r.sha.clone());
-            (r, co)
-        }
-        None if repo.is_dirty()? => (repo.resolve_working_tree()?, Checkout::WorkingTree),
-        None => {
-            let r = repo.resolve("HEAD")?;
-            let co = Checkout::Commit(r.sha.clone());
-            (r, co)
-        }
-    };
+    let (rev, checkout) = resolve_checkout(&repo, opts.rev.as_deref())?;
     std::fs::create_dir_all(&opts.cache_dir)
         .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
     let worktree = if prebuilt && opts.rev.is_none() {
@@ -891,11 +881,12 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         wt.release()?;
     }
     let mut reproduce = vec![format!(
-        "harness e2e {}{}{}",
+        "harness e2e{}{}{}",
         match &opts.rev {
-            Some(_) => format!("--rev {}", rev.sha),
-            None if prebuilt => "--engine-bin ENGINE --oracle-bin ORACLE".to_string(),
-            None => "--rev <working tree>".to_string(),
+            Some(_) => format!(" --rev {}", rev.sha),
+            None if prebuilt => " --engine-bin ENGINE --oracle-bin ORACLE".to_string(),
+            // No --rev: the working tree, as this run checked it.
+            None => String::new(),
         },
         opts.e2e
             .devices

@@ -281,7 +281,7 @@ impl E2eConfig {
         if self.runs == 0 {
             return Err(("e2e.runs".into(), "must be at least 1".into()));
         }
-        if self.tokens < 2 || self.decode_skip + 1 >= self.tokens {
+        if self.tokens < 2 || self.decode_skip.saturating_add(1) >= self.tokens {
             return Err((
                 "e2e.tokens".into(),
                 format!(
@@ -359,7 +359,7 @@ impl E2eConfig {
                 }
             }
             if let Some(t) = c.tokens
-                && (t < 2 || self.decode_skip + 1 >= t)
+                && (t < 2 || self.decode_skip.saturating_add(1) >= t)
             {
                 return Err((
                     key("tokens"),

@@ -456,7 +456,9 @@ impl E2eResults {
 
     /// The end-to-end part's own outcome.
     pub fn outcome(&self) -> Outcome {
-        if !self.missing_cuda().is_empty() {
+        // As for the benchmarks (`Results::decide`): without the base's binaries nothing could
+        // be compared, so the gate could not run.
+        if !self.missing_cuda().is_empty() || self.failures.iter().any(|f| f.side == "base") {
             return Outcome::Error;
         }
         if self.failures.iter().any(|f| f.side == "head")
@@ -558,5 +560,32 @@ impl Results {
             return Outcome::Warn;
         }
         Outcome::Pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e2e_with_failure(side: &str) -> E2eResults {
+        E2eResults {
+            mode: E2eMode::Compare,
+            require_cuda: false,
+            correctness: Vec::new(),
+            speed: Vec::new(),
+            profile_args: Vec::new(),
+            failures: vec![Failure {
+                side: side.into(),
+                stage: "build".into(),
+                message: "`cargo build --release --bin engine --bin oracle` failed".into(),
+                log_tail: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn an_e2e_build_failure_fails_on_head_and_cannot_run_on_base() {
+        assert_eq!(e2e_with_failure("head").outcome(), Outcome::Fail);
+        assert_eq!(e2e_with_failure("base").outcome(), Outcome::Error);
     }
 }

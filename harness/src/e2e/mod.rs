@@ -83,11 +83,14 @@ pub fn plan_checks(
     devices: &[Device],
     root: &Path,
 ) -> Result<Vec<Check>, String> {
-    let names: Vec<String> = if cases.is_empty() {
+    let mut names: Vec<String> = if cases.is_empty() {
         cfg.cases.keys().cloned().collect()
     } else {
         cases.to_vec()
     };
+    // `--case a --case a` is one case.
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     let mut out = Vec::new();
     for name in &names {
         let case = cfg.cases.get(name).ok_or_else(|| {
@@ -118,6 +121,13 @@ pub fn plan_checks(
                 .iter()
                 .map(|(p, t)| (p.clone(), Input::Text(t.clone()))),
         );
+        // Check ids are `case/input/device-dtype` and key every later map: one name, one input.
+        let mut input_names = std::collections::BTreeSet::new();
+        if let Some((dup, _)) = inputs.iter().find(|(n, _)| !input_names.insert(n.clone())) {
+            return Err(format!(
+                "e2e case {name}: {dup:?} is named twice (a golden listed twice, or a prompt named like a golden): rename one"
+            ));
+        }
         for device in &case.devices {
             if !devices.is_empty() && !devices.contains(device) {
                 continue;
@@ -313,7 +323,7 @@ impl SideEnv {
             .tokens
             .or(golden.as_ref().map(|g| g.max_new_tokens))
             .unwrap_or(cfg.tokens)
-            .max(cfg.decode_skip + 2);
+            .max(cfg.decode_skip.saturating_add(2));
         Ok(Prepared {
             model_dir,
             golden,
@@ -398,8 +408,8 @@ fn judge_side(
         Some(g) if !g.model_sha256.is_empty() && g.model_sha256 != first.model_sha256 => {
             let why = format!(
                 "golden made from another package (model sha256 {}…, this package {}…{})",
-                &g.model_sha256[..g.model_sha256.len().min(12)],
-                &first.model_sha256[..first.model_sha256.len().min(12)],
+                g.model_sha256.chars().take(12).collect::<String>(),
+                first.model_sha256.chars().take(12).collect::<String>(),
                 if check.dtype == Dtype::F32 {
                     "; regenerate the goldens, see goldens/README.md"
                 } else {
@@ -562,8 +572,10 @@ pub fn run_single(
             id: check.id.clone(),
             device: check.device,
             dtype: check.dtype,
-            status: None,
-            not_run: spd.is_none().then(|| head.note.clone().unwrap_or_default()),
+            // A check that failed to run is ⛔ here too, not ⏭ (as in `run_compare`).
+            status: (head.status == E2eStatus::Failed).then_some(Status::Failed),
+            not_run: (spd.is_none() && head.status != E2eStatus::Failed)
+                .then(|| head.note.clone().unwrap_or_default()),
             base: None,
             head: spd,
             change: None,
@@ -571,7 +583,7 @@ pub fn run_single(
             threshold_source: ThresholdSource::Floor,
             rounds: 1,
             confirmed: false,
-            note: None,
+            note: (head.status == E2eStatus::Failed).then(|| head.note.clone().unwrap_or_default()),
             graph_flag: None,
         });
         correctness.push(E2eCorrectness {
@@ -866,6 +878,23 @@ mod tests {
             .unwrap()
             .e2e
             .unwrap()
+    }
+
+    #[test]
+    fn an_input_named_twice_is_an_error_and_a_case_named_twice_is_one() {
+        let text = "packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    e2e: [t]\ne2e:\n  cases:\n    t:\n      model: tiny\n      goldens: [a]\n      prompts: {a: Hello}\n    p:\n      model: pkg\n      prompts: {hi: Hello}\n";
+        let c = Config::parse(text, Path::new("h.yaml"))
+            .unwrap()
+            .e2e
+            .unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let e = plan_checks(&c, &["t".into()], &[], dir.path()).unwrap_err();
+        assert!(
+            e.contains("e2e case t") && e.contains("\"a\" is named twice"),
+            "{e}"
+        );
+        let checks = plan_checks(&c, &["p".into(), "p".into()], &[], dir.path()).unwrap();
+        assert_eq!(checks.len(), 1);
     }
 
     #[test]

@@ -123,19 +123,18 @@ pub fn cuda_unavailable(output: &str) -> Option<String> {
     if l.contains("without the `cuda` feature") || l.contains("without cuda") {
         return Some("engine built without the cuda feature".into());
     }
-    const NO_DEVICE: [&str; 12] = [
-        "no cuda device",
+    // Exact phrases only: the engine's `check_available` messages and the driver's "no device"
+    // codes. Broader words ("libcuda", CUDA_ERROR_NOT_FOUND) also appear in real failures (a
+    // backtrace through libcuda.so, a kernel missing from a module), which must stay ⛔.
+    const NO_DEVICE: [&str; 8] = [
+        "(libcuda.so) was not found",
+        "(libnvrtc.so) was not found",
+        "(libcublas.so) was not found",
+        "cuda: cannot initialise the driver",
+        "no cuda device found",
         "no cuda-capable device",
         "cuda_error_no_device",
-        "cuda_error_not_found",
-        "libcuda",
-        "libnvrtc",
-        "libcublas",
-        "cannot initialise the driver",
-        "cuda driver",
-        "no gpu",
-        "cuda is not available",
-        "cuda unavailable",
+        "cuda_error_insufficient_driver",
     ];
     if NO_DEVICE.iter().any(|p| l.contains(p)) {
         let line = output
@@ -290,6 +289,19 @@ mod tests {
         );
         assert_eq!(
             cuda_unavailable("thread 'main' panicked at src/cuda.rs"),
+            None
+        );
+        // A kernel missing from a module (a head that renamed one) is a failure, not ⏭.
+        assert_eq!(
+            cuda_unavailable(
+                "error: cuda: kernel rms_qkv_rope_f32 not found in module llama: DriverError(CUDA_ERROR_NOT_FOUND, \"named symbol not found\")"
+            ),
+            None
+        );
+        assert_eq!(
+            cuda_unavailable(
+                "   3: cuLaunchKernel\n             at /usr/lib/x86_64-linux-gnu/libcuda.so.1"
+            ),
             None
         );
     }
