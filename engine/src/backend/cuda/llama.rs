@@ -66,8 +66,13 @@ enum Arg {
 /// waits for it with `griddepcontrol.wait` (every kernel of the step does, in `pdl_enter`,
 /// before touching anything an earlier kernel wrote). The attribute carries into a captured
 /// CUDA graph as programmatic edges. `smem_floats` is the dynamic shared memory in floats.
+///
+/// # Safety
+/// `args` must match `f`'s parameter list in number, order and type, and every `Arg::P` must be
+/// the address of a live device allocation of the size the kernel indexes for this geometry
+/// (the kernel dereferences them on the GPU; nothing here can check it).
 #[allow(clippy::too_many_arguments)]
-fn launch_ex(
+unsafe fn launch_ex(
     st: &CudaStream,
     f: &CudaFunction,
     what: &str,
@@ -582,8 +587,11 @@ impl LlamaDecoder {
             };
             let smem = rms_smem.max(attn_smem);
             // SAFETY: the table holds live device addresses of this decoder's buffers (rebuilt
-            // on every KV reallocation); one 256-thread block per SM keeps every block resident,
-            // which the kernel's grid barrier needs; arguments match step_persistent_* .
+            // on every KV reallocation); arguments match step_persistent_* . Memory safety does
+            // not depend on residency, but progress does: this is an ordinary launch, and one
+            // 256-thread block per SM is resident at once only when nothing else shares the GPU
+            // (no MPS client, no other context, not a MIG slice); otherwise the grid barrier
+            // waits forever. That, and its speed, is why the path is opt-in only.
             unsafe {
                 st.launch_builder(&p.f)
                     .arg(&self.embed)
@@ -613,7 +621,10 @@ impl LlamaDecoder {
         let pdl = self.pdl;
         let launch =
             |f: &CudaFunction, what: &str, grid: u32, block: u32, smem: usize, a: &[Arg]| {
-                launch_ex(&st, f, what, grid, block, smem, pdl, a)
+                // SAFETY: every call below passes its kernel's parameters in `llama.cu`'s order,
+                // with addresses of this decoder's own buffers, sized for the model's geometry
+                // when they were allocated (`new`/`ensure_capacity`).
+                unsafe { launch_ex(&st, f, what, grid, block, smem, pdl, a) }
             };
         use Arg::{F, I, P};
         launch(
