@@ -443,22 +443,11 @@ impl Backend for CudaBackend {
             .map_err(cu_err("alloc"))?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let stride_b = if bb.is_empty() { 0 } else { (k * n) as i64 };
-        // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS sees b as the left operand.
-        let gemm = |t: cublas_sys::cublasOperation_t| GemmConfig {
-            transa: t,
-            transb: t,
-            m: ni,
-            n: mi,
+        let dims = GemmDims {
+            m: mi,
+            n: ni,
             k: ki,
-            alpha: 1.0f32,
-            lda: ni,
-            ldb: ki,
-            beta: 0.0f32,
-            ldc: ni,
-        };
-        let cfg = |g: GemmConfig<f32>| StridedBatchedConfig {
-            gemm: g,
-            batch_size: batch as i32,
+            batch: batch as i32,
             stride_a: stride_b,
             stride_b: (m * k) as i64,
             stride_c: (m * n) as i64,
@@ -478,7 +467,7 @@ impl Backend for CudaBackend {
                         return Err(Error::msg("cuda: matmul buffer sizes"));
                     };
                     self.blas
-                        .gemm_strided_batched(cfg(gemm(op)), &bv, &av, yv)
+                        .gemm_strided_batched(dims.config(op, 1.0f32, 0.0), &bv, &av, yv)
                         .map_err(err)?;
                 }
                 DType::F16 => {
@@ -490,25 +479,7 @@ impl Backend for CudaBackend {
                     let (Some(av), Some(bv), Some(yv)) = (av, bv, yv.as_mut()) else {
                         return Err(Error::msg("cuda: matmul buffer sizes"));
                     };
-                    let g = gemm(op);
-                    let c = StridedBatchedConfig {
-                        gemm: GemmConfig {
-                            transa: g.transa,
-                            transb: g.transb,
-                            m: g.m,
-                            n: g.n,
-                            k: g.k,
-                            alpha: half::f16::ONE,
-                            lda: g.lda,
-                            ldb: g.ldb,
-                            beta: half::f16::ZERO,
-                            ldc: g.ldc,
-                        },
-                        batch_size: batch as i32,
-                        stride_a: stride_b,
-                        stride_b: (m * k) as i64,
-                        stride_c: (m * n) as i64,
-                    };
+                    let c = dims.config(op, half::f16::ONE, half::f16::ZERO);
                     self.blas
                         .gemm_strided_batched(c, &bv, &av, yv)
                         .map_err(err)?;
@@ -522,25 +493,7 @@ impl Backend for CudaBackend {
                     let (Some(av), Some(bv), Some(yv)) = (av, bv, yv.as_mut()) else {
                         return Err(Error::msg("cuda: matmul buffer sizes"));
                     };
-                    let g = gemm(op);
-                    let c = StridedBatchedConfig {
-                        gemm: GemmConfig {
-                            transa: g.transa,
-                            transb: g.transb,
-                            m: g.m,
-                            n: g.n,
-                            k: g.k,
-                            alpha: half::bf16::ONE,
-                            lda: g.lda,
-                            ldb: g.ldb,
-                            beta: half::bf16::ZERO,
-                            ldc: g.ldc,
-                        },
-                        batch_size: batch as i32,
-                        stride_a: stride_b,
-                        stride_b: (m * k) as i64,
-                        stride_c: (m * n) as i64,
-                    };
+                    let c = dims.config(op, half::bf16::ONE, half::bf16::ZERO);
                     self.blas
                         .gemm_strided_batched(c, &bv, &av, yv)
                         .map_err(err)?;
@@ -748,5 +701,45 @@ impl Backend for CudaBackend {
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
+    }
+}
+
+/// One batched row-major `C = A B` in cuBLAS's column-major terms (`C^T = B^T A^T`: cuBLAS sees
+/// `b` as the left operand), for any element type.
+struct GemmDims {
+    m: i32,
+    n: i32,
+    k: i32,
+    batch: i32,
+    stride_a: i64,
+    stride_b: i64,
+    stride_c: i64,
+}
+
+impl GemmDims {
+    fn config<T>(
+        &self,
+        op: cublas_sys::cublasOperation_t,
+        one: T,
+        zero: T,
+    ) -> StridedBatchedConfig<T> {
+        StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: op,
+                transb: op,
+                m: self.n,
+                n: self.m,
+                k: self.k,
+                alpha: one,
+                lda: self.n,
+                ldb: self.k,
+                beta: zero,
+                ldc: self.n,
+            },
+            batch_size: self.batch,
+            stride_a: self.stride_a,
+            stride_b: self.stride_b,
+            stride_c: self.stride_c,
+        }
     }
 }
