@@ -143,12 +143,7 @@ impl Device {
     /// an edited kernel or another toolkit never reuses stale code.
     fn compile(&self, module: &str) -> Result<Ptx> {
         use sha2::{Digest, Sha256};
-        let src = SOURCES
-            .iter()
-            .find(|(n, _)| *n == module)
-            .map(|(_, s)| *s)
-            .ok_or_else(|| Error::msg(format!("cuda: no kernel module {module}")))?;
-        let full = format!("{COMMON}\n{src}");
+        let full = kernel_source(module)?;
         let (mut vmaj, mut vmin) = (0, 0);
         // SAFETY: nvrtcVersion writes two ints; NVRTC presence was checked in `new`.
         unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut vmaj, &mut vmin) };
@@ -191,6 +186,39 @@ impl Device {
         }
         Ok(Ptx::from_src(text))
     }
+}
+
+/// Environment variable naming a directory whose `common.cuh` and `<module>.cu` replace the
+/// sources built into the binary: kernel work on a GPU machine without a Rust toolchain (edit,
+/// rerun; the PTX cache key hashes the source). Launch geometry and parameter lists stay the
+/// binary's, so an edited kernel must keep its signature.
+pub const KERNEL_SRC_ENV: &str = "ENGINE_CUDA_KERNEL_SRC";
+
+/// The full source NVRTC compiles for `module`: the shared header, then the module.
+fn kernel_source(module: &str) -> Result<String> {
+    let builtin = SOURCES
+        .iter()
+        .find(|(n, _)| *n == module)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| Error::msg(format!("cuda: no kernel module {module}")))?;
+    let Some(dir) = std::env::var_os(KERNEL_SRC_ENV).filter(|d| !d.is_empty()) else {
+        return Ok(format!("{COMMON}\n{builtin}"));
+    };
+    let dir = PathBuf::from(dir);
+    let read = |name: &str| {
+        let p = dir.join(name);
+        std::fs::read_to_string(&p).map_err(|e| {
+            Error::msg(format!(
+                "cuda: {KERNEL_SRC_ENV}: cannot read {}: {e}",
+                p.display()
+            ))
+        })
+    };
+    Ok(format!(
+        "{}\n{}",
+        read("common.cuh")?,
+        read(&format!("{module}.cu"))?
+    ))
 }
 
 /// Where compiled kernels are cached: `<engine cache dir>/cuda-kernels`.

@@ -133,6 +133,67 @@ __device__ __forceinline__ void rms_to_shared(const float* __restrict__ x, const
     __syncthreads();
 }
 
+// One 16-byte chunk j of two weight rows against rmsnorm's input: acc += w[k] * (x[k] * g[k])
+// and ss += x[k]^2 over the chunk's elements k (see rms_dot2).
+template <typename T>
+__device__ __forceinline__ void rms_chunk(const uint4& u0, const uint4& u1, const float* __restrict__ x,
+                                          const float* __restrict__ g, int j, float& acc0,
+                                          float& acc1, float& ss) {
+    const int E = 16 / sizeof(T);
+    const T* e0 = reinterpret_cast<const T*>(&u0);
+    const T* e1 = reinterpret_cast<const T*>(&u1);
+    const float4* x4 = reinterpret_cast<const float4*>(x + j * E);
+    const float4* g4 = reinterpret_cast<const float4*>(g + j * E);
+#pragma unroll
+    for (int q = 0; q < E / 4; q++) {
+        float4 xv = x4[q], gv = g4[q];
+        float xs[4] = {xv.x, xv.y, xv.z, xv.w}, gs[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            float xg = xs[t] * gs[t];
+            ss += xs[t] * xs[t];
+            acc0 += to_f(e0[q * 4 + t]) * xg;
+            acc1 += to_f(e1[q * 4 + t]) * xg;
+        }
+    }
+}
+
+// Warp-local RMSNorm fused into two weight rows' dot products: a = dot(w0, rmsnorm(x) * g) and
+// b = dot(w1, ...), computed as dot(w, x * g) / rms(x). The lanes' chunks cover the row, and so
+// x, exactly once, so the sum of squares is a warp sum of the x the lanes load anyway: no
+// staging in shared memory and no block barrier after the dependency wait. The first P chunks
+// per lane come from the rows preloaded before it.
+template <typename T, int P>
+__device__ __forceinline__ void rms_dot2(const T* __restrict__ w0, const RowPre<P>& p0,
+                                         const T* __restrict__ w1, const RowPre<P>& p1,
+                                         const float* __restrict__ x, const float* __restrict__ g,
+                                         float eps, int h, float& a, float& b) {
+    const int E = 16 / sizeof(T);
+    int lane = threadIdx.x & 31;
+    float acc0 = 0.0f, acc1 = 0.0f, ss = 0.0f;
+    if (aligned16(w0, h) && aligned16(w1, h) && h % 4 == 0) {
+        const uint4* q0 = reinterpret_cast<const uint4*>(w0);
+        const uint4* q1 = reinterpret_cast<const uint4*>(w1);
+        int nv = h / E;
+#pragma unroll
+        for (int i = 0; i < P; i++) {
+            int j = lane + 32 * i;
+            if (j < nv) rms_chunk<T>(p0.v[i], p1.v[i], x, g, j, acc0, acc1, ss);
+        }
+        for (int j = lane + 32 * P; j < nv; j += 32) rms_chunk<T>(q0[j], q1[j], x, g, j, acc0, acc1, ss);
+    } else {
+        for (int k = lane; k < h; k += 32) {
+            float xv = x[k], xg = xv * g[k];
+            ss += xv * xv;
+            acc0 += to_f(w0[k]) * xg;
+            acc1 += to_f(w1[k]) * xg;
+        }
+    }
+    float r = sqrtf(warp_sum(ss) / (float)h + eps);
+    a = warp_sum(acc0) / r;
+    b = warp_sum(acc1) / r;
+}
+
 template <typename T>
 __device__ void embed(const T* __restrict__ emb, const int* __restrict__ state, float* __restrict__ x, int h) {
     pdl_enter();
@@ -148,9 +209,6 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
                              const T* __restrict__ w, int h, int nh, int kvh, int d,
                              const float* __restrict__ inv_freq, const int* __restrict__ state,
                              float* __restrict__ q, T* __restrict__ kc, T* __restrict__ vc, int max_seq) {
-    extern __shared__ float smem[];
-    float* red = smem;
-    float* xs = smem + 32;
     int half = d / 2;
     int tasks = (nh + 2 * kvh) * half;
     int nw = blockDim.x >> 5;
@@ -163,18 +221,21 @@ __device__ void rms_qkv_rope(const float* __restrict__ x, const float* __restric
         pre_load<T, 4>(w + r0 * h, h, p0);
         pre_load<T, 4>(w + (r0 + half) * h, h, p1);
     }
-    pdl_enter();
-    rms_to_shared(x, g, eps, h, xs, red);
-    if (!live) return;
-    float a = pre_dot<T, 4>(w + r0 * h, p0, xs, h);
-    float b = pre_dot<T, 4>(w + (r0 + half) * h, p1, xs, h);
-    a = warp_sum(a);
-    b = warp_sum(b);
-    if ((threadIdx.x & 31) != 0) return;
+    // The position and its rotation, before the wait too: state is written only by argmax at
+    // the end of the previous step (see attention).
     int pos = state[1];
-    if (head < nh + kvh) {
+    float c = 1.0f, s = 0.0f;
+    if (live && head < nh + kvh) {
         float ang = (float)pos * inv_freq[i];
-        float c = cosf(ang), s = sinf(ang);
+        c = cosf(ang);
+        s = sinf(ang);
+    }
+    pdl_enter();
+    if (!live) return;
+    float a, b;
+    rms_dot2<T, 4>(w + r0 * h, p0, w + (r0 + half) * h, p1, x, g, eps, h, a, b);
+    if ((threadIdx.x & 31) != 0) return;
+    if (head < nh + kvh) {
         float a2 = a * c - b * s;
         float b2 = b * c + a * s;
         a = a2;
@@ -321,20 +382,19 @@ __device__ void gemv_residual(const T* __restrict__ w, const float* __restrict__
     RowPre<8> p;
     if (live) pre_load<T, 8>(w + (long)r * cols, cols, p);
     pdl_enter();
+    // The residual is read now, in the shadow of the staging loads, not after the dot.
+    float base = live && (threadIdx.x & 31) == 0 ? out[r] : 0.0f;
     for (int k = threadIdx.x; k < cols; k += blockDim.x) smem[k] = v[k];
     __syncthreads();
     if (!live) return;
     float acc = warp_sum(pre_dot<T, 8>(w + (long)r * cols, p, smem, cols));
-    if ((threadIdx.x & 31) == 0) out[r] += acc;
+    if ((threadIdx.x & 31) == 0) out[r] = base + acc;
 }
 
 // act[j] = silu(gate_j) * up_j with gate rows 0..f and up rows f..2f of `w`; one warp per j.
 template <typename T>
 __device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict__ g, float eps,
                             const T* __restrict__ w, int h, int f, float* __restrict__ act) {
-    extern __shared__ float smem[];
-    float* red = smem;
-    float* xs = smem + 32;
     int nw = blockDim.x >> 5;
     int j = blockIdx.x * nw + (threadIdx.x >> 5);
     bool live = j < f;
@@ -344,12 +404,9 @@ __device__ void rms_gate_up(const float* __restrict__ x, const float* __restrict
         pre_load<T, 4>(w + (long)(f + j) * h, h, p1);
     }
     pdl_enter();
-    rms_to_shared(x, g, eps, h, xs, red);
     if (!live) return;
-    float gt = pre_dot<T, 4>(w + (long)j * h, p0, xs, h);
-    float up = pre_dot<T, 4>(w + (long)(f + j) * h, p1, xs, h);
-    gt = warp_sum(gt);
-    up = warp_sum(up);
+    float gt, up;
+    rms_dot2<T, 4>(w + (long)j * h, p0, w + (long)(f + j) * h, p1, x, g, eps, h, gt, up);
     if ((threadIdx.x & 31) == 0) {
         float sg = 1.0f / (1.0f + expf(-gt));
         act[j] = gt * sg * up;
