@@ -5,6 +5,10 @@
 //!
 //! Without a GPU every test prints "skipped: no CUDA device" and returns; `cuda_canary` fails
 //! instead under `REQUIRE_CUDA=1`, so a GPU job can never pass by skipping.
+//!
+//! Against the oracle: `ENGINE_TEST_BACKEND=cuda cargo test --release -p engine --features cuda
+//! --test differential` runs the whole differential suite (every op × dtype as a one-node model,
+//! named tolerance tiers) on `CudaBackend` instead of the CPU (tests/common/mod.rs).
 #![cfg(feature = "cuda")]
 
 use std::path::{Path, PathBuf};

@@ -553,8 +553,12 @@ fn config() -> ProptestConfig {
         // Shrunk failures are reported in the test output; no regression files in the tree.
         failure_persistence: None,
         // Each case runs a whole op family, so shrinking needs more than the default 4 * cases
-        // steps to reach a minimal input; it only runs on failure.
-        max_shrink_iters: 4096,
+        // steps to reach a minimal input; it only runs on failure. PROPTEST_MAX_SHRINK_ITERS
+        // bounds it where each step is slow (the suite on the GPU).
+        max_shrink_iters: std::env::var("PROPTEST_MAX_SHRINK_ITERS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(4096),
         ..ProptestConfig::default()
     }
 }

@@ -323,16 +323,35 @@ impl Graph {
     }
 
     /// Loads, plans (parse + constant folding) and runs the graph on `CpuBackend::new(threads)`;
-    /// returns the graph outputs in declaration order.
+    /// returns the graph outputs in declaration order. With `ENGINE_TEST_BACKEND=cuda` (a build
+    /// with `--features cuda`) it runs on the GPU's `CudaBackend` instead, so the differential
+    /// suite checks every op × dtype on CUDA against the oracle; no GPU is then an error, never
+    /// a skip.
     pub fn run(&self, threads: usize) -> Result<Vec<Tensor>> {
         let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
-        let exec = Executor::new(&model, CpuBackend::new(threads)?)?;
         let feeds: Vec<(&str, Tensor)> = self
             .feeds
             .iter()
             .map(|(n, t)| (n.as_str(), t.clone()))
             .collect();
-        exec.run(&feeds)
+        if std::env::var("ENGINE_TEST_BACKEND").is_ok_and(|v| v == "cuda") {
+            #[cfg(feature = "cuda")]
+            {
+                use engine::backend::Backend;
+                let exec = Executor::new(&model, engine::backend::cuda::CudaBackend::new()?)?;
+                let be = exec.backend();
+                let up = feeds
+                    .iter()
+                    .map(|(n, t)| Ok((*n, be.upload(t)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                return exec.run(&up)?.iter().map(|t| be.download(t)).collect();
+            }
+            #[cfg(not(feature = "cuda"))]
+            return Err(engine::Error::msg(
+                "ENGINE_TEST_BACKEND=cuda needs a build with --features cuda",
+            ));
+        }
+        Executor::new(&model, CpuBackend::new(threads)?)?.run(&feeds)
     }
 }
 
