@@ -64,16 +64,13 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> 
     for b in &wanted {
         cmd.arg("--bench").arg(b);
     }
-    let (stdout, stderr_lines, status) = run_cargo(cmd, req.dir, req.target_dir, req.on_line)?;
-    if !status.success() {
-        return Err(BuildFailure {
-            message: format!(
-                "`cargo bench --no-run` failed in {} ({status})",
-                req.dir.display()
-            ),
-            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
-        });
-    }
+    let (stdout, _) = run_cargo(
+        cmd,
+        "cargo bench --no-run",
+        req.dir,
+        req.target_dir,
+        req.on_line,
+    )?;
     Ok(parse_cargo_messages(&stdout))
 }
 
@@ -115,16 +112,13 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
         cmd.arg("--features")
             .arg(format!("{}/cuda", req.engine_package));
     }
-    let (stdout, stderr_lines, status) = run_cargo(cmd, req.dir, req.target_dir, req.on_line)?;
-    if !status.success() {
-        return Err(BuildFailure {
-            message: format!(
-                "`cargo build --release --bin engine --bin oracle` failed in {} ({status})",
-                req.dir.display()
-            ),
-            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
-        });
-    }
+    let (stdout, stderr_lines) = run_cargo(
+        cmd,
+        "cargo build --release --bin engine --bin oracle",
+        req.dir,
+        req.target_dir,
+        req.on_line,
+    )?;
     let bins = parse_bin_messages(&stdout);
     match (bins.get("engine"), bins.get("oracle")) {
         (Some(e), Some(o)) => Ok(E2eBins {
@@ -141,16 +135,16 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
     }
 }
 
-/// Runs a prepared cargo command in `dir` with `target_dir` as its target dir: stdout (cargo's
-/// JSON messages) collected, stderr streamed line by line to `on_line` and kept for a failure's
-/// log tail. Only a cargo that cannot be started or waited for is an error here; the caller
-/// judges the exit status.
+/// Runs a prepared cargo command (`what`, for the error) in `dir` with `target_dir` as its target
+/// dir and returns its stdout (cargo's JSON messages) and stderr lines; stderr is streamed line by
+/// line to `on_line`, and its tail goes into the failure when cargo exits non-zero.
 fn run_cargo(
     mut cmd: Command,
+    what: &str,
     dir: &Path,
     target_dir: &Path,
     on_line: &(dyn Fn(&str) + Sync),
-) -> Result<(String, Vec<String>, std::process::ExitStatus), BuildFailure> {
+) -> Result<(String, Vec<String>), BuildFailure> {
     cmd.env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -181,7 +175,13 @@ fn run_cargo(
         message: format!("cargo in {}: {e}", dir.display()),
         log_tail: Vec::new(),
     })?;
-    Ok((stdout, stderr_lines, status))
+    if !status.success() {
+        return Err(BuildFailure {
+            message: format!("`{what}` failed in {} ({status})", dir.display()),
+            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
+        });
+    }
+    Ok((stdout, stderr_lines))
 }
 
 /// Whether `package` in the workspace at `dir` declares `feature` (from `cargo metadata`).
