@@ -779,6 +779,14 @@ def load_trials(root):
     return trials
 
 
+def pairing(t):
+    """How the gate paired base and head in a trial's rounds: `bench` (each benchmark base then
+    head, since 2026-11-30) or `target` (each side's whole bench target, before). Trials of the
+    two methods are never pooled."""
+    order = t["results"].get("method", {}).get("order", "")
+    return "bench" if "one benchmark at a time" in order else "target"
+
+
 def summarize(trials, family_full=None):
     """All tables of the summary as one JSON-able dict."""
     out = {"aa": [], "inject": [], "walltime": [], "revisions": [], "hosts": []}
@@ -786,16 +794,18 @@ def summarize(trials, family_full=None):
     for t in trials:
         if t["kind"] == "aa":
             load = t["load"]["kind"]
-            aa.setdefault((t["suite"], load, t.get("rounds_arg")), []).append(t)
-    for (suite, load, rounds), ts in sorted(aa.items(), key=lambda kv: str(kv[0])):
-        out["aa"].append({"suite": suite, "load": load, "rounds_arg": rounds,
+            aa.setdefault((t["suite"], load, t.get("rounds_arg"), pairing(t)), []).append(t)
+    for (suite, load, rounds, pair), ts in sorted(aa.items(), key=lambda kv: str(kv[0])):
+        out["aa"].append({"suite": suite, "load": load, "rounds_arg": rounds, "pairing": pair,
                           "benches_per_run": len(ts[0]["results"]["benches"]),
                           **aggregate_aa(ts)})
     inj = {}
     for t in trials:
         if t["kind"] == "inject":
-            inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg")), []).append(t)
-    for (size, suite, rounds), ts in sorted(inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
+            inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg"), pairing(t)),
+                           []).append(t)
+    for (size, suite, rounds, pair), ts in sorted(inj.items(),
+                                                  key=lambda kv: (kv[0][0], str(kv[0]))):
         for cls in ("st", "mt"):
             ids = {i for t in ts for i, v in t["targets"].items() if v["class"] == cls}
             if not ids:
@@ -807,29 +817,32 @@ def summarize(trials, family_full=None):
             )
             out["inject"].append({
                 "size_pct": size, "class": cls, "suite": suite, "rounds_arg": rounds,
-                "trials": len(ts), "targets": sorted(ids),
+                "pairing": pair, "trials": len(ts), "targets": sorted(ids),
                 "injected_fraction": injected,
                 **aggregate_inject(ts, ids, controls, family_full),
             })
     out["inject_targets"] = []
-    for (size, suite, rounds), ts in sorted(inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
+    for (size, suite, rounds, pair), ts in sorted(inj.items(),
+                                                  key=lambda kv: (kv[0][0], str(kv[0]))):
         for tid in sorted({i for t in ts for i in t["targets"]}):
             agg = aggregate_inject(ts, {tid}, set(), family_full)
             out["inject_targets"].append({
                 "size_pct": size, "target": tid, "suite": suite, "rounds_arg": rounds,
-                "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
+                "pairing": pair, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
                 "gate": agg["gate"], "naive": agg["naive"],
             })
     wt = {}
     for t in trials:
         cache = t.get("cache") or ("cold" if t["cache_dir"] not in ("default", None)
                                    and "eval-cold-cache-" in t["cache_dir"] else "warm")
-        wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg")), []).append(t)
-    for (kind, suite, cache, rounds), ts in sorted(wt.items(), key=lambda kv: str(kv[0])):
+        wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg"), pairing(t)),
+                      []).append(t)
+    for (kind, suite, cache, rounds, pair), ts in sorted(wt.items(), key=lambda kv: str(kv[0])):
         walls = [t["wall_s"] for t in ts]
         setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
         out["walltime"].append({
-            "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "runs": len(ts),
+            "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "pairing": pair,
+            "runs": len(ts),
             "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
             "median_setup_s": statistics.median(setups) if setups else None,
             "max_setup_s": max(setups) if setups else None,
@@ -869,15 +882,20 @@ def render_md(s, generated):
         "",
         "## A/A comparisons (same revision both sides: every 🔴/⚠️ is a false alarm)",
         "",
-        "| method | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "pairs: `bench` = base and head measured benchmark by benchmark (since 2026-11-30), "
+        "`target` = whole bench target by whole bench target (before; harness/STATS.md, "
+        "\"Interleaving\").",
+        "",
+        "| method | pairs | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["aa"]:
         for m in ("gate", "naive"):
             r = row[m]
             noisy = r.get("too_noisy_per_run")
             L.append(
-                f"| {m} | {row['suite']} ({row['benches_per_run']} benches) | {row['load']} | "
+                f"| {m} | {row['pairing']} | {row['suite']} ({row['benches_per_run']} benches) | "
+                f"{row['load']} | "
                 f"{row['rounds_arg'] or 'default'} | {r['runs']} | {r['red']} | "
                 f"{r['runs_with_red']} | {r['warn']} | {r['max_warn_per_run']} | "
                 f"{r['runs_with_2_warn']} | {'–' if noisy is None else f'{noisy:.1f}'} |"
@@ -889,10 +907,10 @@ def render_md(s, generated):
         "Detection per (trial × target). ST = single-threaded targets, MT = all cores. "
         "Controls are untouched benches of the same suite: their 🔴/⚠️ are false alarms.",
         "",
-        "| method | size | class | suite | rounds | trials | observations | detected 🔴 | "
+        "| method | pairs | size | class | suite | rounds | trials | observations | detected 🔴 | "
         "detected 🔴+⚠️ | 🔴 under full-suite family | measured change (median) | "
         "control 🔴 / ⚠️ (of obs) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["inject"]:
         for m in ("gate", "naive"):
@@ -900,7 +918,8 @@ def render_md(s, generated):
             full = fmt_pct(r.get("detection_red_full_family")) if m == "gate" else "–"
             mc = "–" if r["median_change"] is None else f"{100 * r['median_change']:+.1f} %"
             L.append(
-                f"| {m} | {row['size_pct']:g} % | {row['class'].upper()} | {row['suite']} | "
+                f"| {m} | {row['pairing']} | {row['size_pct']:g} % | {row['class'].upper()} | "
+                f"{row['suite']} | "
                 f"{row['rounds_arg'] or 'default'} | {row['trials']} | {r['observations']} | "
                 f"{fmt_pct(r['detection_red'])} ({r['red']}) | "
                 f"{fmt_pct(r['detection_red_or_warn'])} ({r['red_or_warn']}) | {full} | {mc} | "
@@ -910,9 +929,9 @@ def render_md(s, generated):
         "",
         "Per target (gate 🔴 / 🔴+⚠️ · naive 🔴 / 🔴+⚠️ · measured change gate, naive):",
         "",
-        "| size | target | class | trials | gate 🔴 | gate 🔴+⚠️ | naive 🔴 | naive 🔴+⚠️ | "
-        "change (gate) | change (naive) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| pairs | size | target | class | trials | gate 🔴 | gate 🔴+⚠️ | naive 🔴 | "
+        "naive 🔴+⚠️ | change (gate) | change (naive) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["inject_targets"]:
         g, n = row["gate"], row["naive"]
@@ -921,7 +940,8 @@ def render_md(s, generated):
             return "–" if x is None else f"{100 * x:+.1f} %"
 
         L.append(
-            f"| {row['size_pct']:g} % | `{row['target']}` | {row['class'].upper()} | "
+            f"| {row['pairing']} | {row['size_pct']:g} % | `{row['target']}` | "
+            f"{row['class'].upper()} | "
             f"{g['observations']} | {fmt_pct(g['detection_red'])} | "
             f"{fmt_pct(g['detection_red_or_warn'])} | {fmt_pct(n['detection_red'])} | "
             f"{fmt_pct(n['detection_red_or_warn'])} | {ch(g['median_change'])} | "
@@ -934,12 +954,14 @@ def render_md(s, generated):
         "setup = checkout and build before the first round (large when the head's code changed "
         "or the cache is cold).",
         "",
-        "| kind | suite | cache | rounds | runs | median | min … max | median setup | max setup |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| kind | pairs | suite | cache | rounds | runs | median | min … max | median setup | "
+        "max setup |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["walltime"]:
         L.append(
-            f"| {r['kind']} | {r['suite']} | {r['cache']} | {r['rounds_arg'] or 'default'} | "
+            f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['cache']} | "
+            f"{r['rounds_arg'] or 'default'} | "
             f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
             f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
         )

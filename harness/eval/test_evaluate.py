@@ -51,9 +51,13 @@ def bench(bid, status, base_ns, head_ns, estimate=None, p=0.5):
     }
 
 
-def results(benches, alpha=0.05):
-    return {"schema": "harness-results/1", "benches": benches, "method": {"alpha": alpha},
-            "rounds": [], "wall_s": 1.0}
+BY_BENCH = "ABBA (AB on even rounds, BA on odd), one benchmark at a time"
+BY_TARGET = "ABBA (AB on even rounds, BA on odd; per bench target)"
+
+
+def results(benches, alpha=0.05, order=BY_BENCH):
+    return {"schema": "harness-results/1", "benches": benches,
+            "method": {"alpha": alpha, "order": order}, "rounds": [], "wall_s": 1.0}
 
 
 class CriterionMean(unittest.TestCase):
@@ -188,12 +192,22 @@ class Summary(unittest.TestCase):
             }, results([bench("t", ev.RED, 100, 105, 0.05, p=1e-4),
                         bench("m", "no_change", 100, 105, 0.05),
                         bench("c", "no_change", 100, 100, 0.0)]))
+            # The same scenario measured by the harness before benchmark-by-benchmark pairing:
+            # its own row, never pooled with the new one.
+            write("old/aa/full-none/run-001", {**base, "kind": "aa", "suite": "full",
+                                               "load": {"kind": "none"}, "wall_s": 90.0},
+                  results([bench("x", ev.RED, 100, 150, 0.4, p=1e-4)], order=BY_TARGET))
             write("d/aa/broken.tmp", {**base, "kind": "aa"}, {})  # interrupted: ignored
             trials = ev.load_trials(root)
-            self.assertEqual(len(trials), 3)
+            self.assertEqual(len(trials), 4)
             s = ev.summarize(trials, family_full=40)
-            self.assertEqual(s["aa"][0]["gate"]["warn"], 1)
-            self.assertEqual(s["aa"][0]["gate"]["max_warn_per_run"], 1)
+            by_pairing = {r["pairing"]: r for r in s["aa"]}
+            self.assertEqual(by_pairing["bench"]["gate"]["runs"], 2)
+            self.assertEqual(by_pairing["bench"]["gate"]["warn"], 1)
+            self.assertEqual(by_pairing["bench"]["gate"]["red"], 0)
+            self.assertEqual(by_pairing["bench"]["gate"]["max_warn_per_run"], 1)
+            self.assertEqual((by_pairing["target"]["gate"]["runs"],
+                              by_pairing["target"]["gate"]["red"]), (1, 1))
             st = next(r for r in s["inject"] if r["class"] == "st")
             mt = next(r for r in s["inject"] if r["class"] == "mt")
             self.assertEqual(st["gate"]["detection_red"], 100.0)
@@ -201,9 +215,12 @@ class Summary(unittest.TestCase):
             self.assertAlmostEqual(st["injected_fraction"], 0.05)
             md = ev.render_md(s, "now")
             self.assertIn(
-                "| gate | full (1 benches) | none | default | 2 | 0 | 0 | 1 | 1 | 0 | 0.0 |", md)
-            self.assertIn("| 5 % | `t` | ST | 1 | 100 % | 100 % | 0 % | 0 % | +5.0 % |", md)
-            self.assertIn("| gate | 5 % | ST | eval | default | 1 | 1 | 100 % (1) |", md)
+                "| gate | bench | full (1 benches) | none | default | 2 | 0 | 0 | 1 | 1 | 0 | 0.0 |",
+                md)
+            self.assertIn(
+                "| gate | target | full (1 benches) | none | default | 1 | 1 | 1 | 0 | 0 | 0 |", md)
+            self.assertIn("| bench | 5 % | `t` | ST | 1 | 100 % | 100 % | 0 % | 0 % | +5.0 % |", md)
+            self.assertIn("| gate | bench | 5 % | ST | eval | default | 1 | 1 | 100 % (1) |", md)
             self.assertIn("Test CPU, 2 cores", md)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
 

@@ -523,7 +523,7 @@ fn method(
     Method {
         rounds,
         confirmation_rounds: policy.confirmation_rounds as u32,
-        order: "ABBA (AB on even rounds, BA on odd; per bench target)".into(),
+        order: "ABBA (AB on even rounds, BA on odd), one benchmark at a time".into(),
         criterion_args: criterion.args(),
         confidence: policy.confidence,
         alpha: policy.alpha,

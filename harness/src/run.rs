@@ -1,7 +1,19 @@
-//! The run stage: interleaved rounds. Round `r` runs every bench target of the suite once per
-//! side, base and head back to back, in the order AB on even rounds and BA on odd ones (so the
-//! sequence is ABBA ABBA …: a linear drift or a slow start hits both sides equally). Each run of a
-//! criterion executable gets its own `CRITERION_HOME`, so nothing carries over between runs.
+//! The run stage: interleaved rounds. Round `r` runs every benchmark of the suite once per side,
+//! base and head back to back, in the order AB on even rounds and BA on odd ones (so the sequence
+//! is ABBA ABBA …: a linear drift or a slow start hits both sides equally).
+//!
+//! The unit of interleaving is **one benchmark**, not one bench target: base runs benchmark X,
+//! then head runs X, then both run Y. Run target by target, the two measurements of X were a
+//! whole target apart (about 20 s for the 18 matmul benchmarks), and this machine's speed shifts
+//! by 20-40 % on a scale of seconds to tens of seconds (other tenants of the host; STATS.md,
+//! "Interleaving"): the pair no longer shared the conditions it was meant to share. Measured on
+//! the matmul target, quiet machine, 6 A/A rounds each, the two orders interleaved with each
+//! other: median per-round sd of the log ratio 0.192 target by target, 0.117 benchmark by
+//! benchmark (`harness/eval/interleave.py`). The price is one process start per benchmark and
+//! side (about 0.2 s more per benchmark per round).
+//!
+//! Each run of a criterion executable gets its own `CRITERION_HOME`, so nothing carries over
+//! between runs.
 //! The measuring itself is behind [`Measurer`], so the stats and report path is tested with
 //! scripted timings.
 
@@ -60,6 +72,11 @@ pub trait Measurer {
         filter: Option<&str>,
         round: u32,
     ) -> Result<BTreeMap<String, Measured>, RunFailure>;
+    /// The benchmark ids this side's target runs under `filter`, in its own order; `None` when
+    /// the measurer cannot list them (the target is then measured in one run per side).
+    fn bench_ids(&self, _side: Side, _target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// The real measurer: runs criterion executables with the round's short settings.
@@ -86,6 +103,14 @@ impl CriterionMeasurer {
 impl Measurer for CriterionMeasurer {
     fn has_target(&self, side: Side, target: &str) -> bool {
         self.exes(side).by_target.contains_key(target)
+    }
+
+    fn bench_ids(&self, side: Side, target: &str, filter: Option<&str>) -> Option<Vec<String>> {
+        let exe = self.exes(side).by_target.get(target)?;
+        let ids = crate::compare::list_ids(exe, filter);
+        // An executable that lists nothing may be broken: run it whole, so that its failure is
+        // reported, rather than skip it.
+        (!ids.is_empty()).then_some(ids)
     }
 
     fn measure(
@@ -192,6 +217,21 @@ pub struct Collect {
     pub head: Vec<RawSample>,
 }
 
+/// The one id an exact filter of a single benchmark names (for progress lines).
+fn single_id(filter: &str) -> Option<String> {
+    let inner = filter.strip_prefix("^(")?.strip_suffix(")$")?;
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            '|' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 /// One unit of work: a bench target and the criterion filter to pass it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetPlan {
@@ -199,8 +239,43 @@ pub struct TargetPlan {
     pub filter: Option<String>,
 }
 
-/// Runs rounds `first..first + count` of `plan`, adding to `into`. `progress(done, total,
-/// what)` is called before each executable runs.
+/// The runs of one round, in order: each plan entry split into one exact filter per benchmark
+/// (the union of both sides' ids, base's order first, so a benchmark only one side has is still
+/// measured there), or the entry whole when a side cannot list its benchmarks.
+pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<TargetPlan> {
+    let mut units = Vec::new();
+    for tp in plan {
+        let mut ids: Vec<String> = Vec::new();
+        let mut listed = true;
+        for side in [Side::Base, Side::Head] {
+            if !m.has_target(side, &tp.target) {
+                continue;
+            }
+            match m.bench_ids(side, &tp.target, tp.filter.as_deref()) {
+                Some(l) => {
+                    for id in l {
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
+                    }
+                }
+                None => listed = false,
+            }
+        }
+        if listed && !ids.is_empty() {
+            units.extend(ids.iter().map(|id| TargetPlan {
+                target: tp.target.clone(),
+                filter: Some(crate::criterion::exact_filter(&[id.as_str()])),
+            }));
+        } else {
+            units.push(tp.clone());
+        }
+    }
+    units
+}
+
+/// Runs rounds `first..first + count` of `plan`, adding to `into`, one benchmark at a time
+/// ([`interleave_units`]). `progress(done, total, what)` is called before each executable runs.
 pub fn run_rounds(
     m: &mut dyn Measurer,
     plan: &[TargetPlan],
@@ -210,6 +285,7 @@ pub fn run_rounds(
     into: &mut Collected,
     progress: &mut dyn FnMut(u64, u64, &str),
 ) {
+    let plan = interleave_units(m, plan);
     let total = count as u64 * plan.len() as u64 * 2;
     let mut done = 0u64;
     for r in first..first + count {
@@ -220,12 +296,16 @@ pub fn run_rounds(
             .unwrap_or(0.0);
         let load_avg = host::load_avg();
         let order = round_order(r);
-        for tp in plan {
+        for tp in &plan {
             for side in order {
+                let what = match tp.filter.as_deref().and_then(single_id) {
+                    Some(id) => id,
+                    None => tp.target.clone(),
+                };
                 progress(
                     done,
                     total,
-                    &format!("round {} {} {}", r + 1, side.name(), tp.target),
+                    &format!("round {} {} {what}", r + 1, side.name()),
                 );
                 done += 1;
                 let failed = into
@@ -280,20 +360,47 @@ mod tests {
         ids: Vec<&'static str>,
         calls: Vec<(Side, String, u32)>,
         fail: Option<(Side, u32)>,
+        /// Whether `bench_ids` answers (criterion executables do; e2e cases do not).
+        listable: bool,
+        /// The filters `measure` was given, in order.
+        filters: Vec<Option<String>>,
+    }
+
+    fn scripted(ids: Vec<&'static str>, fail: Option<(Side, u32)>, listable: bool) -> Scripted {
+        Scripted {
+            ids,
+            calls: Vec::new(),
+            fail,
+            listable,
+            filters: Vec::new(),
+        }
+    }
+
+    impl Scripted {
+        fn matching(&self, filter: Option<&str>) -> Vec<&'static str> {
+            let re = filter.map(|f| regex_lite::Regex::new(f).unwrap());
+            let ok = |id: &&str| re.as_ref().is_none_or(|r| r.is_match(id));
+            self.ids.iter().copied().filter(ok).collect()
+        }
     }
 
     impl Measurer for Scripted {
         fn has_target(&self, _: Side, _: &str) -> bool {
             true
         }
+        fn bench_ids(&self, _: Side, _: &str, filter: Option<&str>) -> Option<Vec<String>> {
+            let ids = self.matching(filter).into_iter().map(String::from);
+            self.listable.then(|| ids.collect())
+        }
         fn measure(
             &mut self,
             side: Side,
             target: &str,
-            _: Option<&str>,
+            filter: Option<&str>,
             round: u32,
         ) -> Result<BTreeMap<String, Measured>, RunFailure> {
             self.calls.push((side, target.to_string(), round));
+            self.filters.push(filter.map(String::from));
             if self.fail == Some((side, round)) {
                 return Err(RunFailure {
                     message: "boom".into(),
@@ -301,8 +408,8 @@ mod tests {
                 });
             }
             Ok(self
-                .ids
-                .iter()
+                .matching(filter)
+                .into_iter()
                 .map(|id| {
                     let ns = if side == Side::Head { 200.0 } else { 100.0 };
                     (
@@ -325,11 +432,7 @@ mod tests {
 
     #[test]
     fn rounds_alternate_ab_and_ba_and_pair_samples() {
-        let mut m = Scripted {
-            ids: vec!["a/x", "a/y"],
-            calls: Vec::new(),
-            fail: None,
-        };
+        let mut m = scripted(vec!["a/x"], None, true);
         let plan = [TargetPlan {
             target: "a".into(),
             filter: None,
@@ -348,11 +451,7 @@ mod tests {
 
     #[test]
     fn a_failed_target_is_recorded_once_and_not_rerun() {
-        let mut m = Scripted {
-            ids: vec!["a/x"],
-            calls: Vec::new(),
-            fail: Some((Side::Head, 1)),
-        };
+        let mut m = scripted(vec!["a/x", "a/y"], Some((Side::Head, 1)), true);
         let plan = [TargetPlan {
             target: "a".into(),
             filter: None,
@@ -363,8 +462,48 @@ mod tests {
         assert_eq!(c.failures[0].side, "head");
         assert!(c.failures[0].message.contains("boom"));
         assert_eq!(c.failed_targets, vec![(Side::Head, "a".to_string())]);
-        // Round 2 ran base only.
+        // Round 1 (BA): head failed on a/x, so base still measured a/x, and a/y ran on base
+        // only; round 2 ran base only.
+        let r1: Vec<Side> = m.calls.iter().filter(|c| c.2 == 1).map(|c| c.0).collect();
+        assert_eq!(r1, vec![Side::Head, Side::Base, Side::Base]);
         let r2: Vec<Side> = m.calls.iter().filter(|c| c.2 == 2).map(|c| c.0).collect();
-        assert_eq!(r2, vec![Side::Base]);
+        assert_eq!(r2, vec![Side::Base, Side::Base]);
+    }
+
+    #[test]
+    fn each_benchmark_is_measured_on_both_sides_before_the_next() {
+        let mut m = scripted(vec!["a/x", "a/y(1)", "a/z"], None, true);
+        let plan = [TargetPlan {
+            target: "a".into(),
+            filter: Some("^a/(x|y)".into()),
+        }];
+        let mut c = Collected::default();
+        let mut whats = Vec::new();
+        run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, w| {
+            whats.push(w.to_string())
+        });
+        let filters: Vec<&str> = m.filters.iter().map(|f| f.as_deref().unwrap()).collect();
+        let x = r"^(a/x)$";
+        let y = r"^(a/y\(1\))$";
+        assert_eq!(filters, [x, x, y, y, x, x, y, y]);
+        use Side::*;
+        let sides: Vec<Side> = m.calls.iter().map(|c| c.0).collect();
+        assert_eq!(sides, [Base, Head, Base, Head, Head, Base, Head, Base]);
+        assert_eq!(whats[2], "round 1 base a/y(1)");
+        assert_eq!(c.benches.len(), 2, "a/z is outside the filter");
+        assert_eq!(c.benches["a/y(1)"].head.len(), 2);
+    }
+
+    #[test]
+    fn a_target_that_cannot_list_its_benchmarks_runs_whole() {
+        let mut m = scripted(vec!["a/x", "a/y"], None, false);
+        let plan = [TargetPlan {
+            target: "a".into(),
+            filter: None,
+        }];
+        let mut c = Collected::default();
+        run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, _| {});
+        assert_eq!(m.filters, vec![None; 4]);
+        assert_eq!(c.benches["a/y"].base.len(), 2);
     }
 }
