@@ -77,20 +77,34 @@ class CriterionMean(unittest.TestCase):
         self.assertIsNone(ev.criterion_mean({"iters": [1], "times_ns": [float("nan")]}))
 
 
+def head_round(b, rnd, per_iter_ns):
+    """Sets head's samples of round `rnd` to these per-iteration times."""
+    s = next(x for x in b["head"]["samples"] if x["round"] == rnd)
+    s["iters"] = s["iters"][: len(per_iter_ns)]
+    s["times_ns"] = [p * i for p, i in zip(per_iter_ns, s["iters"])]
+
+
 class NaiveVerdict(unittest.TestCase):
-    def test_thresholds_and_round_zero_only(self):
-        # Round 0 decides; later rounds (here identical to base) are ignored.
+    def test_thresholds_base_round_zero_against_head_round_one(self):
+        # Base round 0 against head round 1 (one pass apart, like the bot); head's round 0
+        # (here equal to base) is not used.
         cases = [(100, 114, "no_change"), (100, 115, ev.WARN), (100, 129.9, ev.WARN),
                  (100, 130, ev.RED), (100, 60, "no_change")]
         for base, head, want in cases:
-            b = bench("x", "no_change", base, head)
-            b["head"]["samples"][1]["times_ns"] = b["base"]["samples"][1]["times_ns"]
+            b = bench("x", "no_change", base, base)
+            head_round(b, 1, [head] * 10)
             status, change = ev.naive_verdict(b)
             self.assertEqual(status, want, (base, head))
             self.assertAlmostEqual(change, head / base - 1)
 
+    def test_head_round_zero_when_there_is_no_round_one(self):
+        b = bench("x", "no_change", 100, 130)
+        b["head"]["samples"] = [s for s in b["head"]["samples"] if s["round"] == 0]
+        self.assertEqual(ev.naive_verdict(b)[0], ev.RED)
+
     def test_uses_the_mean_not_the_min(self):
-        b = bench("x", "no_change", 100, [100, 100, 100, 160])  # mean 115 → ⚠️ exactly
+        b = bench("x", "no_change", 100, 100)
+        head_round(b, 1, [100, 100, 100, 160])  # mean 115 → ⚠️ exactly
         status, change = ev.naive_verdict(b)
         self.assertEqual(status, ev.WARN)
         self.assertAlmostEqual(change, 0.15)
