@@ -213,6 +213,7 @@ mod tests {
             method: Method {
                 rounds: 6,
                 confirmation_rounds: 4,
+                noise_rounds: 0,
                 order: "ABBA".into(),
                 criterion_args: vec![],
                 confidence: 0.95,

@@ -423,8 +423,26 @@ fn side_result(samples: &[crate::results::RawSample]) -> Option<SideResult> {
     })
 }
 
+/// One plan entry per target that has any of `ids`, filtered to exactly those ids.
+fn plan_of(collected: &Collected, ids: &[String]) -> Vec<TargetPlan> {
+    let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for id in ids {
+        if let Some(c) = collected.benches.get(id) {
+            by_target.entry(&c.target).or_default().push(id);
+        }
+    }
+    by_target
+        .iter()
+        .map(|(t, ids)| TargetPlan {
+            target: t.to_string(),
+            filter: Some(exact_filter(ids)),
+        })
+        .collect()
+}
+
 /// Runs the measurement and decision on already-built executables: the part shared by
-/// `compare` and `calibrate`, and what tests drive with a scripted [`Measurer`].
+/// `compare` and `calibrate`, and what tests drive with a scripted [`Measurer`]. First pass
+/// (`rounds`), noise rounds for what it left ❔, confirmation rounds for the suspects, final pass.
 pub fn measure_and_decide(
     m: &mut dyn Measurer,
     plan: &[TargetPlan],
@@ -437,7 +455,29 @@ pub fn measure_and_decide(
     run_rounds(m, plan, 0, rounds, false, &mut collected, &mut |d, t, w| {
         progress.rounds(d, t, w)
     });
-    let first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+    let mut first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+    // Noise rounds: more first-pass rounds for what the first `rounds` left ❔ because of its
+    // noise (STATS.md, section 6). Their round indices come before the confirmation rounds'.
+    let mut first_rounds = rounds;
+    let noisy = stats::noisy(&first, policy);
+    if !noisy.is_empty() {
+        progress.stage(&format!(
+            "{} benchmark(s) too noisy to tell after {rounds} rounds: {} more rounds for them",
+            noisy.len(),
+            policy.noise_rounds
+        ));
+        run_rounds(
+            m,
+            &plan_of(&collected, &noisy),
+            rounds,
+            policy.noise_rounds as u32,
+            false,
+            &mut collected,
+            &mut |d, t, w| progress.rounds(d, t, w),
+        );
+        first_rounds = rounds + policy.noise_rounds as u32;
+        first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+    }
     let suspects = stats::suspects(&first);
     let decisions = if suspects.is_empty() || policy.confirmation_rounds == 0 {
         first
@@ -448,24 +488,10 @@ pub fn measure_and_decide(
             policy.confirmation_rounds,
             suspects.join(", ")
         ));
-        // One plan entry per target that has suspects, filtered to exactly those ids.
-        let mut by_target: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for id in &suspects {
-            if let Some(c) = collected.benches.get(id) {
-                by_target.entry(&c.target).or_default().push(id);
-            }
-        }
-        let confirm_plan: Vec<TargetPlan> = by_target
-            .iter()
-            .map(|(t, ids)| TargetPlan {
-                target: t.to_string(),
-                filter: Some(exact_filter(ids)),
-            })
-            .collect();
         run_rounds(
             m,
-            &confirm_plan,
-            rounds,
+            &plan_of(&collected, &suspects),
+            first_rounds,
             policy.confirmation_rounds as u32,
             true,
             &mut collected,
@@ -476,7 +502,7 @@ pub fn measure_and_decide(
             profile,
             policy,
             Phase::Final {
-                first_rounds: rounds as usize,
+                first_rounds: first_rounds as usize,
             },
         )
     };
@@ -523,6 +549,7 @@ fn method(
     Method {
         rounds,
         confirmation_rounds: policy.confirmation_rounds as u32,
+        noise_rounds: policy.noise_rounds as u32,
         order: "ABBA (AB on even rounds, BA on odd), one benchmark at a time".into(),
         criterion_args: criterion.args(),
         confidence: policy.confidence,
@@ -916,6 +943,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         method: Method {
             rounds: 1,
             confirmation_rounds: 0,
+            noise_rounds: 0,
             order: "single revision (no A/B)".into(),
             criterion_args: Vec::new(),
             confidence: opts.config.policy.confidence,
@@ -1129,7 +1157,140 @@ pub fn describe(rev: &Revision) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{Failure, Outcome, ThresholdSource};
+    use crate::criterion::Measured;
+    use crate::results::{Failure, Outcome, RawSample, ThresholdSource};
+    use crate::run::RunFailure;
+
+    struct Quiet;
+    impl Progress for Quiet {
+        fn stage(&self, _: &str) {}
+        fn rounds(&self, _: u64, _: u64, _: &str) {}
+    }
+
+    /// One target `t` whose benchmarks answer `ns(id, side, round)`; records (id, round) of
+    /// every measurement.
+    struct Script {
+        ns: fn(&str, Side, u32) -> f64,
+        ids: Vec<&'static str>,
+        measured: Vec<(String, u32)>,
+    }
+
+    impl Measurer for Script {
+        fn has_target(&self, _: Side, _: &str) -> bool {
+            true
+        }
+        fn bench_ids(&self, _: Side, _: &str, filter: Option<&str>) -> Option<Vec<String>> {
+            let re = filter.map(|f| regex_lite::Regex::new(f).unwrap());
+            let ids = self
+                .ids
+                .iter()
+                .filter(|id| re.as_ref().is_none_or(|r| r.is_match(id)));
+            Some(ids.map(|s| s.to_string()).collect())
+        }
+        fn measure(
+            &mut self,
+            side: Side,
+            target: &str,
+            filter: Option<&str>,
+            round: u32,
+        ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+            let mut out = BTreeMap::new();
+            for id in self.bench_ids(side, target, filter).unwrap() {
+                if side == Side::Base {
+                    self.measured.push((id.clone(), round));
+                }
+                let ns = (self.ns)(&id, side, round);
+                let sample = RawSample {
+                    round,
+                    sampling_mode: "flat".into(),
+                    iters: vec![1.0; 4],
+                    times_ns: vec![ns; 4],
+                };
+                let m = Measured {
+                    id: id.clone(),
+                    throughput: None,
+                    sample,
+                };
+                out.insert(id, m);
+            }
+            Ok(out)
+        }
+    }
+
+    /// `quiet`: no change. `noisy`: ±25 % per round in the first six rounds (a spread threshold
+    /// far above max_threshold: ❔), exactly equal after. `slow`: +20 % with a little noise (a
+    /// suspect, confirmed). `lucky`: −10 % in four rounds, 0 in two: an estimate of −6.8 %,
+    /// past its 5.7 % threshold, t = 3.2 and Holm-adjusted p ≈ 0.08, so ❔, and not for noise
+    /// rounds (chosen for a large estimate, they would be optional stopping).
+    fn scripted_ns(id: &str, side: Side, round: u32) -> f64 {
+        let wobble: f64 = if round.is_multiple_of(2) { 1.0 } else { -1.0 };
+        match (id, side) {
+            (_, Side::Base) => 100.0,
+            ("t/noisy", Side::Head) if round < 6 => 100.0 * (0.25 * wobble).exp(),
+            ("t/slow", Side::Head) => 120.0 * (0.01 * wobble).exp(),
+            ("t/lucky", Side::Head) if round < 6 && round != 1 && round != 4 => {
+                100.0 * (-0.10f64).exp()
+            }
+            _ => 100.0,
+        }
+    }
+
+    fn run_script(noise_rounds: usize) -> (Script, Vec<BenchResult>) {
+        let mut m = Script {
+            ns: scripted_ns,
+            ids: vec!["t/quiet", "t/noisy", "t/slow", "t/lucky"],
+            measured: Vec::new(),
+        };
+        let policy = Policy {
+            noise_rounds,
+            ..Policy::default()
+        };
+        assert_eq!(Policy::default().noise_rounds, 0, "noise rounds are opt-in");
+        let plan = [TargetPlan {
+            target: "t".into(),
+            filter: None,
+        }];
+        let (_, benches) = measure_and_decide(&mut m, &plan, &policy, 6, None, &Quiet);
+        (m, benches)
+    }
+
+    fn rounds_of(m: &Script, id: &str) -> Vec<u32> {
+        m.measured
+            .iter()
+            .filter(|x| x.0 == id)
+            .map(|x| x.1)
+            .collect()
+    }
+
+    #[test]
+    fn noise_rounds_go_to_the_too_noisy_and_confirmation_rounds_come_after_them() {
+        let (m, benches) = run_script(6);
+        let status = |id: &str| benches.iter().find(|b| b.id == id).unwrap().status;
+        // Rounds 0-5 for everyone; 6-11 (noise) for t/noisy only; 12-19 (confirmation, the
+        // default 8) for the suspect t/slow only.
+        assert_eq!(rounds_of(&m, "t/quiet"), (0..6).collect::<Vec<_>>());
+        assert_eq!(rounds_of(&m, "t/noisy"), (0..12).collect::<Vec<_>>());
+        assert_eq!(status("t/lucky"), Status::TooNoisy);
+        assert_eq!(rounds_of(&m, "t/lucky"), (0..6).collect::<Vec<_>>());
+        let slow: Vec<u32> = (0..6).chain(12..20).collect();
+        assert_eq!(rounds_of(&m, "t/slow"), slow);
+        assert_eq!(status("t/quiet"), Status::NoChange);
+        assert_eq!(status("t/noisy"), Status::NoChange, "12 rounds can tell");
+        assert_eq!(status("t/slow"), Status::Regression);
+        let noisy = benches.iter().find(|b| b.id == "t/noisy").unwrap();
+        assert_eq!(noisy.rounds, 12);
+        assert!(!noisy.confirmed);
+    }
+
+    #[test]
+    fn without_noise_rounds_the_noisy_benchmark_stays_too_noisy() {
+        let (m, benches) = run_script(0);
+        let noisy = benches.iter().find(|b| b.id == "t/noisy").unwrap();
+        assert_eq!(noisy.status, Status::TooNoisy);
+        assert_eq!(rounds_of(&m, "t/noisy"), (0..6).collect::<Vec<_>>());
+        let slow: Vec<u32> = (0..6).chain(6..14).collect();
+        assert_eq!(rounds_of(&m, "t/slow"), slow);
+    }
 
     #[test]
     fn shard_specs_parse_or_name_the_flag() {

@@ -187,6 +187,10 @@ pub struct RoundInfo {
 pub struct Method {
     pub rounds: u32,
     pub confirmation_rounds: u32,
+    /// Extra first-pass rounds for the benchmarks the first `rounds` left ❔ (0: off; absent in
+    /// results written before they existed).
+    #[serde(default)]
+    pub noise_rounds: u32,
     pub order: String,
     pub criterion_args: Vec<String>,
     pub confidence: f64,

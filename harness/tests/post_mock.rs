@@ -63,6 +63,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
         method: Method {
             rounds: 6,
             confirmation_rounds: 4,
+            noise_rounds: 0,
             order: "ABBA".into(),
             criterion_args: vec![],
             confidence: 0.95,

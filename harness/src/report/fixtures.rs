@@ -58,6 +58,7 @@ fn method(profile: Option<&str>) -> Method {
     Method {
         rounds: 6,
         confirmation_rounds: 4,
+        noise_rounds: 6,
         order: "ABBA".into(),
         criterion_args: vec![
             "--warm-up-time".into(),

@@ -472,10 +472,18 @@ fn method(results: &Results) -> String {
             m.confirmation_rounds
         )
     };
+    let noise = if m.noise_rounds == 0 {
+        String::new()
+    } else {
+        format!(
+            "; up to {} more for benchmarks the first {} left too noisy to tell",
+            m.noise_rounds, m.rounds
+        )
+    };
     let _ = writeln!(
         body,
         "- **Rounds:** {} interleaved in {} order (base and PR alternate, so drift and \
-         contention hit both), {confirmation}",
+         contention hit both){noise}, {confirmation}",
         m.rounds,
         escape(&m.order),
     );

@@ -120,10 +120,11 @@ pub fn terminal(results: &Results, color: bool) -> String {
     };
     let _ = writeln!(
         out,
-        "method: {} rounds {} + up to {} confirmation, {} CI, α {} ({}), floor {}, noise profile: \
+        "method: {} rounds {} + up to {} for noisy + up to {} confirmation, {} CI, α {} ({}), floor {}, noise profile: \
          {thresholds}; {} wall",
         m.rounds,
         m.order,
+        m.noise_rounds,
         m.confirmation_rounds,
         fmt::level(m.confidence),
         m.alpha,

@@ -2,7 +2,7 @@
 //! ns/iteration from criterion's samples ([`round_estimate`]); per benchmark, a paired estimate of
 //! the change across rounds with a Student t interval ([`PairedT`]); a threshold from the host's
 //! calibration profile ([`NoiseProfile`]) or this run's spread, never below a floor; Holm control
-//! across the suite ([`holm`]); confirmation rounds for suspects before anything is 🔴
+//! across the suite ([`holm`]); noise rounds for what the first pass left ❔ ([`noisy`]); confirmation rounds for suspects before anything is 🔴
 //! ([`analyze`], [`Phase`], [`suspects`]). The method, its defaults and its references are in
 //! `harness/STATS.md`.
 
@@ -18,7 +18,7 @@ mod sim;
 pub use aggregate::{
     ROUND_QUANTILE, Summary, mean, median, quantile, round_estimate, std_dev, summarize,
 };
-pub use decide::{BenchInput, Decision, Phase, Threshold, analyze, suspects};
+pub use decide::{BenchInput, Decision, Phase, Threshold, analyze, noisy, suspects};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
 pub use policy::{Policy, PolicyError};
 pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};

@@ -43,6 +43,10 @@ pub struct Policy {
     pub rounds: usize,
     /// Extra rounds run for the suspects only.
     pub confirmation_rounds: usize,
+    /// Extra first-pass rounds for the benchmarks the first `rounds` left ❔ (too noisy to
+    /// tell): they belong to the first pass (spread, suspects), and confirmation rounds, if any,
+    /// come after them. 0 (the default) turns them off: STATS.md, section 9, says why.
+    pub noise_rounds: usize,
     /// Fixed thresholds per benchmark id (relative), still never below `floor`.
     pub thresholds: BTreeMap<String, f64>,
 }
@@ -63,6 +67,7 @@ impl Default for Policy {
             profile_min_trials: 5,
             rounds: 6,
             confirmation_rounds: 8,
+            noise_rounds: 0,
             thresholds: BTreeMap::new(),
         }
     }
