@@ -977,6 +977,58 @@ def render_md(s, generated):
     return "\n".join(L)
 
 
+README_START = "<!-- eval-table:start -->"
+README_END = "<!-- eval-table:end -->"
+
+
+def render_readme(s, generated):
+    """The short form for the README: false alarms, detection and wall time of the current
+    method (benchmark-by-benchmark pairing, default rounds) next to the naive method."""
+    L = [f"Generated {generated} by `evaluate.py summarize --readme README.md` from "
+         f"{s['trials']} trials ({' … '.join(d[:10] for d in s['dates'])}).", ""]
+    L += ["| A/A, same revision both sides | runs | false 🔴 (runs with one) | ⚠️: total, "
+          "most in one run | ❔ per run |", "|---|---|---|---|---|"]
+    for row in s["aa"]:
+        if row["rounds_arg"] is not None:
+            continue
+        for m in ("gate", "naive"):
+            r = row[m]
+            noisy = r.get("too_noisy_per_run")
+            label = (f"{'**gate**' if m == 'gate' else 'naive'}, {row['suite']} suite "
+                     f"({row['benches_per_run']}), load: {row['load']}, pairs: {row['pairing']}")
+            L.append(f"| {label} | {r['runs']} | {r['red']} ({r['runs_with_red']}) | "
+                     f"{r['warn']}, {r['max_warn_per_run']} | "
+                     f"{'–' if noisy is None else f'{noisy:.1f}'} |")
+    L += ["", "| injected slowdown | class | trials | **gate** 🔴 | gate 🔴 or ⚠️ | "
+          "naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
+          "|---|---|---|---|---|---|---|---|"]
+    for row in s["inject"]:
+        if row["rounds_arg"] is not None:
+            continue
+        g, n = row["gate"], row["naive"]
+        L.append(f"| {row['size_pct']:g} % | {row['class'].upper()} | {row['trials']} | "
+                 f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
+                 f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
+                 f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
+    L += ["", "| wall time of one comparison | cache | runs | median | range |",
+          "|---|---|---|---|---|"]
+    for r in s["walltime"]:
+        if r["rounds_arg"] is not None or r["pairing"] != "bench":
+            continue
+        L.append(f"| {r['kind']}, {r['suite']} suite | {r['cache']} | {r['runs']} | "
+                 f"{fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} |")
+    return "\n".join(L)
+
+
+def splice_readme(path, table):
+    text = Path(path).read_text()
+    if text.count(README_START) != 1 or text.count(README_END) != 1:
+        raise SystemExit(f"error: {path}: needs exactly one {README_START} and one {README_END}")
+    head, rest = text.split(README_START)
+    _, tail = rest.split(README_END)
+    Path(path).write_text(f"{head}{README_START}\n{table}\n{README_END}{tail}")
+
+
 def cmd_summarize(args):
     root = Path(args.results)
     trials = load_trials(root)
@@ -997,6 +1049,9 @@ def cmd_summarize(args):
     (out / "summary.json").write_text(json.dumps({"generated": generated, **s}, indent=2) + "\n")
     print(md)
     log(f"wrote {out / 'summary.md'} and {out / 'summary.json'}")
+    if args.readme:
+        splice_readme(args.readme, render_readme(s, generated))
+        log(f"updated the table in {args.readme}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1051,6 +1106,8 @@ def main(argv=None):
     s.add_argument("--results", default=str(RESULTS_ROOT),
                    help="root searched for trials (default %(default)s)")
     s.add_argument("--write-to", help="where summary.md/json go (default: --results)")
+    s.add_argument("--readme", metavar="FILE",
+                   help="also replace the table between the eval-table markers in FILE")
     s.add_argument("--full-family", type=int,
                    help="bench count of the full suite for the conservative 🔴 column "
                         "(default: from full A/A trials)")

@@ -236,7 +236,28 @@ class Summary(unittest.TestCase):
             self.assertIn("| bench | 5 % | `t` | ST | 1 | 100 % | 100 % | 0 % | 0 % | +5.0 % |", md)
             self.assertIn("| gate | bench | 5 % | ST | eval | default | 1 | 1 | 100 % (1) |", md)
             self.assertIn("Test CPU, 2 cores", md)
+            short = ev.render_readme(s, "now")
+            self.assertIn("| **gate**, full suite (1), load: none, pairs: bench | 2 | 0 (0) | 1, 1 |",
+                          short)
+            self.assertIn("| 5 % | ST | 1 | 100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
+
+
+class Readme(unittest.TestCase):
+    def test_the_table_goes_between_the_markers_and_nothing_else_moves(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "README.md"
+            p.write_text(f"# T\n\nbefore\n{ev.README_START}\nold\n{ev.README_END}\nafter\n")
+            ev.splice_readme(p, "| new |")
+            self.assertEqual(
+                p.read_text(),
+                f"# T\n\nbefore\n{ev.README_START}\n| new |\n{ev.README_END}\nafter\n")
+            ev.splice_readme(p, "| newer |")  # idempotent: replaces, never appends
+            self.assertEqual(p.read_text().count("| new"), 1)
+            p.write_text("no markers\n")
+            with self.assertRaises(SystemExit):
+                ev.splice_readme(p, "x")
+            self.assertEqual(p.read_text(), "no markers\n")
 
 
 class Injection(unittest.TestCase):
