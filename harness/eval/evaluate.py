@@ -793,6 +793,13 @@ def pairing(t):
     return "bench" if "one benchmark at a time" in order else "target"
 
 
+def criterion_label(t):
+    """Warm-up + measurement time per criterion run, e.g. `0.2+0.6 s` (suites may differ)."""
+    args = t["results"].get("method", {}).get("criterion_args", [])
+    val = {a: b for a, b in zip(args, args[1:])}
+    return f"{val.get('--warm-up-time', '?')}+{val.get('--measurement-time', '?')} s"
+
+
 def summarize(trials, family_full=None):
     """All tables of the summary as one JSON-able dict."""
     out = {"aa": [], "inject": [], "walltime": [], "revisions": [], "hosts": []}
@@ -841,14 +848,15 @@ def summarize(trials, family_full=None):
     for t in trials:
         cache = t.get("cache") or ("cold" if t["cache_dir"] not in ("default", None)
                                    and "eval-cold-cache-" in t["cache_dir"] else "warm")
-        wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg"), pairing(t)),
-                      []).append(t)
-    for (kind, suite, cache, rounds, pair), ts in sorted(wt.items(), key=lambda kv: str(kv[0])):
+        wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg"), pairing(t),
+                       criterion_label(t)), []).append(t)
+    for (kind, suite, cache, rounds, pair, crit), ts in sorted(wt.items(),
+                                                               key=lambda kv: str(kv[0])):
         walls = [t["wall_s"] for t in ts]
         setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
         out["walltime"].append({
             "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "pairing": pair,
-            "runs": len(ts),
+            "criterion": crit, "runs": len(ts),
             "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
             "median_setup_s": statistics.median(setups) if setups else None,
             "max_setup_s": max(setups) if setups else None,
@@ -960,13 +968,13 @@ def render_md(s, generated):
         "setup = checkout and build before the first round (large when the head's code changed "
         "or the cache is cold).",
         "",
-        "| kind | pairs | suite | cache | rounds | runs | median | min … max | median setup | "
-        "max setup |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| kind | pairs | suite | criterion run | cache | rounds | runs | median | min … max | "
+        "median setup | max setup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["walltime"]:
         L.append(
-            f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['cache']} | "
+            f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['criterion']} | {r['cache']} | "
             f"{r['rounds_arg'] or 'default'} | "
             f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
             f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
@@ -1010,13 +1018,14 @@ def render_readme(s, generated):
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
-    L += ["", "| wall time of one comparison | cache | runs | median | range |",
-          "|---|---|---|---|---|"]
+    L += ["", "| wall time of one comparison | criterion run | cache | runs | median | range | "
+          "median setup (checkout, build) |", "|---|---|---|---|---|---|---|"]
     for r in s["walltime"]:
         if r["rounds_arg"] is not None or r["pairing"] != "bench":
             continue
-        L.append(f"| {r['kind']}, {r['suite']} suite | {r['cache']} | {r['runs']} | "
-                 f"{fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} |")
+        L.append(f"| {r['kind']}, {r['suite']} suite | {r['criterion']} | {r['cache']} | "
+                 f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … "
+                 f"{fmt_s(r['max_s'])} | {fmt_s(r['median_setup_s'])} |")
     return "\n".join(L)
 
 
