@@ -217,21 +217,6 @@ pub struct Collect {
     pub head: Vec<RawSample>,
 }
 
-/// The one id an exact filter of a single benchmark names (for progress lines).
-fn single_id(filter: &str) -> Option<String> {
-    let inner = filter.strip_prefix("^(")?.strip_suffix(")$")?;
-    let mut out = String::new();
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.push(chars.next()?),
-            '|' => return None,
-            c => out.push(c),
-        }
-    }
-    Some(out)
-}
-
 /// One unit of work: a bench target and the criterion filter to pass it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetPlan {
@@ -241,8 +226,9 @@ pub struct TargetPlan {
 
 /// The runs of one round, in order: each plan entry split into one exact filter per benchmark
 /// (the union of both sides' ids, base's order first, so a benchmark only one side has is still
-/// measured there), or the entry whole when a side cannot list its benchmarks.
-pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<TargetPlan> {
+/// measured there), or the entry whole when a side cannot list its benchmarks. Each unit comes
+/// with its label for progress lines: the benchmark id, or the target when run whole.
+pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<(TargetPlan, String)> {
     let mut units = Vec::new();
     for tp in plan {
         let mut ids: Vec<String> = Vec::new();
@@ -263,12 +249,15 @@ pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<TargetPlan
             }
         }
         if listed && !ids.is_empty() {
-            units.extend(ids.iter().map(|id| TargetPlan {
-                target: tp.target.clone(),
-                filter: Some(crate::criterion::exact_filter(&[id.as_str()])),
+            units.extend(ids.into_iter().map(|id| {
+                let unit = TargetPlan {
+                    target: tp.target.clone(),
+                    filter: Some(crate::criterion::exact_filter(&[id.as_str()])),
+                };
+                (unit, id)
             }));
         } else {
-            units.push(tp.clone());
+            units.push((tp.clone(), tp.target.clone()));
         }
     }
     units
@@ -296,12 +285,8 @@ pub fn run_rounds(
             .unwrap_or(0.0);
         let load_avg = host::load_avg();
         let order = round_order(r);
-        for tp in &plan {
+        for (tp, what) in &plan {
             for side in order {
-                let what = match tp.filter.as_deref().and_then(single_id) {
-                    Some(id) => id,
-                    None => tp.target.clone(),
-                };
                 progress(
                     done,
                     total,
