@@ -360,6 +360,36 @@ def spins_for(pct_size, base_ns, ns_per_spin):
     return max(1, round(pct_size / 100.0 * base_ns / ns_per_spin))
 
 
+# Fewest earlier inject trials per target for an in-context spin rate.
+MIN_CONTEXT_TRIALS = 5
+
+
+def spin_rates_in_context(trials, rev, min_trials=MIN_CONTEXT_TRIALS):
+    """Per target, the slowdown one spin iteration caused where it was injected: the median over
+    earlier inject trials of `rev` of the gate's change estimate divided by the spins injected
+    (relative change per spin). The standalone rate (`calibrate_spin`) and a base time from a
+    4-round A/A overshot on this machine (+7 % measured at "5 %", +16-21 % at "10 %"): the spin
+    loop runs slower inside the kernel's code than alone, and the calibration A/A caught the host
+    at a slow moment, so its base times were long. Trials are `load_trials` records; targets
+    with fewer than `min_trials` usable trials are left out."""
+    per = {}
+    for t in trials:
+        if t.get("kind") != "inject" or t.get("rev") != rev:
+            continue
+        by_id = {b["id"]: b for b in t["results"].get("benches", [])}
+        for tid, v in t.get("targets", {}).items():
+            ch = (by_id.get(tid) or {}).get("change") or {}
+            est = ch.get("estimate")
+            if v.get("spins", 0) > 0 and isinstance(est, (int, float)) and math.isfinite(est):
+                per.setdefault(tid, []).append(est / v["spins"])
+    return {tid: {"rel_per_spin": statistics.median(xs), "trials": len(xs)}
+            for tid, xs in per.items() if len(xs) >= min_trials and statistics.median(xs) > 0}
+
+
+def spins_in_context(pct_size, rel_per_spin):
+    return max(1, round(pct_size / 100.0 / rel_per_spin))
+
+
 def make_injected_commit(rev_sha, plan, message):
     """A commit whose parent is `rev_sha` and whose tree is rev's with the spin blocks of `plan`
     ({target id: spins}) inserted. Only objects are written: no ref, index, HEAD or working-tree
@@ -704,9 +734,25 @@ def cmd_inject(args):
     config = write_eval_config(args, rev)
     targets = [t for t in TARGETS if bench_id(t) in cal["base_ns"]]
     sizes = [float(s) for s in args.sizes.split(",")]
+    rates = {}
+    if args.spin_rate != "standalone":
+        rates = spin_rates_in_context(load_trials(args.out_dir / "inject"), rev)
+        missing = [bench_id(t) for t in targets if bench_id(t) not in rates]
+        if missing and args.spin_rate == "in-context":
+            raise SystemExit(
+                f"error: --spin-rate in-context needs {MIN_CONTEXT_TRIALS} earlier inject trials "
+                f"of {rev[:12]} per target under {args.out_dir / 'inject'}; too few for "
+                f"{', '.join(missing)} (run with --spin-rate standalone first)")
+        if missing:
+            rates = {}
+    source = "in-context" if rates else "standalone"
+    log(f"spin counts from the {source} spin rate"
+        + (": " + ", ".join(f"{i} {100 * r['rel_per_spin'] * 1000:.3f} % per 1000 spins "
+                            f"({r['trials']} trials)" for i, r in rates.items()) if rates else ""))
     for size in sizes:  # one commit per size: its trials reuse one warm head build
         plan = {
-            t: spins_for(size, cal["base_ns"][bench_id(t)], cal["spin"]["ns_per_spin"])
+            t: (spins_in_context(size, rates[bench_id(t)]["rel_per_spin"]) if rates
+                else spins_for(size, cal["base_ns"][bench_id(t)], cal["spin"]["ns_per_spin"]))
             for t in targets
         }
         msg = f"eval: inject {size:g} % slowdown (not for merging)\n\n" + "\n".join(
@@ -715,7 +761,8 @@ def cmd_inject(args):
         )
         head = make_injected_commit(rev, plan, msg)
         log(f"inject {size:g} %: commit {head[:12]} (parent {rev[:12]})")
-        d = args.out_dir / "inject" / f"{size:g}pct"
+        # Trials of the two spin rates never share a directory (resuming must not mix them).
+        d = args.out_dir / "inject" / (f"{size:g}pct" + ("-ctx" if rates else ""))
         for i in range(1, args.trials + 1):
             run_trial(
                 args, d / f"trial-{i:03d}", "inject",
@@ -724,11 +771,14 @@ def cmd_inject(args):
                     "rev": rev,
                     "index": i,
                     "size_pct": size,
+                    "spin_rate": source,
                     "targets": {
                         bench_id(t): {
                             "class": TARGETS[t]["class"],
                             "spins": n,
                             "injected_ns": n * cal["spin"]["ns_per_spin"],
+                            **({"rel_per_spin": rates[bench_id(t)]["rel_per_spin"],
+                                "rate_trials": rates[bench_id(t)]["trials"]} if rates else {}),
                             "base_ns": cal["base_ns"][bench_id(t)],
                             "file": TARGETS[t]["file"],
                         }
@@ -815,10 +865,10 @@ def summarize(trials, family_full=None):
     inj = {}
     for t in trials:
         if t["kind"] == "inject":
-            inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg"), pairing(t)),
-                           []).append(t)
-    for (size, suite, rounds, pair), ts in sorted(inj.items(),
-                                                  key=lambda kv: (kv[0][0], str(kv[0]))):
+            inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg"), pairing(t),
+                            t.get("spin_rate", "standalone")), []).append(t)
+    for (size, suite, rounds, pair, spin), ts in sorted(inj.items(),
+                                                        key=lambda kv: (kv[0][0], str(kv[0]))):
         for cls in ("st", "mt"):
             ids = {i for t in ts for i, v in t["targets"].items() if v["class"] == cls}
             if not ids:
@@ -830,18 +880,18 @@ def summarize(trials, family_full=None):
             )
             out["inject"].append({
                 "size_pct": size, "class": cls, "suite": suite, "rounds_arg": rounds,
-                "pairing": pair, "trials": len(ts), "targets": sorted(ids),
+                "pairing": pair, "spin_rate": spin, "trials": len(ts), "targets": sorted(ids),
                 "injected_fraction": injected,
                 **aggregate_inject(ts, ids, controls, family_full),
             })
     out["inject_targets"] = []
-    for (size, suite, rounds, pair), ts in sorted(inj.items(),
-                                                  key=lambda kv: (kv[0][0], str(kv[0]))):
+    for (size, suite, rounds, pair, spin), ts in sorted(inj.items(),
+                                                        key=lambda kv: (kv[0][0], str(kv[0]))):
         for tid in sorted({i for t in ts for i in t["targets"]}):
             agg = aggregate_inject(ts, {tid}, set(), family_full)
             out["inject_targets"].append({
                 "size_pct": size, "target": tid, "suite": suite, "rounds_arg": rounds,
-                "pairing": pair, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
+                "pairing": pair, "spin_rate": spin, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
                 "gate": agg["gate"], "naive": agg["naive"],
             })
     wt = {}
@@ -871,6 +921,11 @@ def summarize(trials, family_full=None):
     dates = sorted(t.get("started_utc", "") for t in trials)
     out["dates"] = [dates[0], dates[-1]] if dates else []
     return out
+
+
+def size_label(row):
+    """`5 %`, or `5 % (ctx)` when the spins came from the in-context spin rate."""
+    return f"{row['size_pct']:g} %" + (" (ctx)" if row.get("spin_rate") == "in-context" else "")
 
 
 def fmt_s(s):
@@ -932,7 +987,7 @@ def render_md(s, generated):
             full = fmt_pct(r.get("detection_red_full_family")) if m == "gate" else "–"
             mc = "–" if r["median_change"] is None else f"{100 * r['median_change']:+.1f} %"
             L.append(
-                f"| {m} | {row['pairing']} | {row['size_pct']:g} % | {row['class'].upper()} | "
+                f"| {m} | {row['pairing']} | {size_label(row)} | {row['class'].upper()} | "
                 f"{row['suite']} | "
                 f"{row['rounds_arg'] or 'default'} | {row['trials']} | {r['observations']} | "
                 f"{fmt_pct(r['detection_red'])} ({r['red']}) | "
@@ -954,7 +1009,7 @@ def render_md(s, generated):
             return "–" if x is None else f"{100 * x:+.1f} %"
 
         L.append(
-            f"| {row['pairing']} | {row['size_pct']:g} % | `{row['target']}` | "
+            f"| {row['pairing']} | {size_label(row)} | `{row['target']}` | "
             f"{row['class'].upper()} | "
             f"{g['observations']} | {fmt_pct(g['detection_red'])} | "
             f"{fmt_pct(g['detection_red_or_warn'])} | {fmt_pct(n['detection_red'])} | "
@@ -1007,14 +1062,15 @@ def render_readme(s, generated):
             L.append(f"| {label} | {r['runs']} | {r['red']} ({r['runs_with_red']}) | "
                      f"{r['warn']}, {r['max_warn_per_run']} | "
                      f"{'–' if noisy is None else f'{noisy:.1f}'} |")
-    L += ["", "| injected slowdown | class | trials | **gate** 🔴 | gate 🔴 or ⚠️ | "
-          "naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
-          "|---|---|---|---|---|---|---|---|"]
+    L += ["", "| injected slowdown | measured (median) | class | trials | **gate** 🔴 | "
+          "gate 🔴 or ⚠️ | naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for row in s["inject"]:
         if row["rounds_arg"] is not None:
             continue
         g, n = row["gate"], row["naive"]
-        L.append(f"| {row['size_pct']:g} % | {row['class'].upper()} | {row['trials']} | "
+        mc = "–" if g["median_change"] is None else f"{100 * g['median_change']:+.1f} %"
+        L.append(f"| {size_label(row)} | {mc} | {row['class'].upper()} | {row['trials']} | "
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
@@ -1099,6 +1155,11 @@ def main(argv=None):
     common(i)
     i.add_argument("--sizes", default="1,2,5,10,20", help="slowdowns in %% (default %(default)s)")
     i.add_argument("--trials", type=int, required=True)
+    i.add_argument("--spin-rate", choices=["auto", "standalone", "in-context"], default="auto",
+                   help="spins per size from the standalone spin loop and calibration base times, "
+                        "or from the slowdown per spin measured by earlier inject trials of REV "
+                        "in --out-dir (auto: in-context when every target has "
+                        f"{MIN_CONTEXT_TRIALS} such trials)")
     i.add_argument("--suite", default="eval",
                    help="eval (targets + controls, default) or full (same commits, every bench)")
     i.set_defaults(fn=cmd_inject)

@@ -239,7 +239,8 @@ class Summary(unittest.TestCase):
             short = ev.render_readme(s, "now")
             self.assertIn("| **gate**, full suite (1), load: none, pairs: bench | 2 | 0 (0) | 1, 1 |",
                           short)
-            self.assertIn("| 5 % | ST | 1 | 100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
+            self.assertIn("| 5 % | +5.0 % | ST | 1 | 100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |",
+                          short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
 
 
@@ -274,6 +275,24 @@ class Injection(unittest.TestCase):
         # 5 % of 20 µs at 2 ns per spin = 500 spins
         self.assertEqual(ev.spins_for(5, 20_000, 2.0), 500)
         self.assertEqual(ev.spins_for(0.001, 10, 2.0), 1)
+
+    def test_in_context_rate_is_the_median_slowdown_per_spin_of_earlier_trials(self):
+        def trial(est, spins, rev="abc", kind="inject"):
+            return {"kind": kind, "rev": rev, "targets": {"t": {"class": "st", "spins": spins}},
+                    "results": results([bench("t", "no_change", 100, 100, est)])}
+
+        # 0.05/1000, 0.12/2000, 0.07/1000, 0.06/1000, 0.2/2000 per spin: median 6e-5.
+        ts = [trial(0.05, 1000), trial(0.12, 2000), trial(0.07, 1000), trial(0.06, 1000),
+              trial(0.2, 2000)]
+        rates = ev.spin_rates_in_context(ts, "abc")
+        self.assertAlmostEqual(rates["t"]["rel_per_spin"], 6e-5)
+        self.assertEqual(rates["t"]["trials"], 5)
+        # 5 % at 6e-5 per spin: 833 spins, not the 1000 that gave +5 % .. +7 %.
+        self.assertEqual(ev.spins_in_context(5, rates["t"]["rel_per_spin"]), 833)
+        # Other revisions, A/A trials and rows without an estimate do not count; too few is none.
+        noise = [trial(0.5, 10, rev="other"), trial(0.5, 10, kind="aa"), trial(None, 1000)]
+        self.assertEqual(ev.spin_rates_in_context(ts[:4] + noise, "abc"), {})
+        self.assertEqual(ev.spin_rates_in_context(ts[:4], "abc", min_trials=4)["t"]["trials"], 4)
 
     def test_eval_suite_lists_exact_ids(self):
         text = ev.eval_config_text(
