@@ -249,6 +249,42 @@ def fmt_pct(x):
     return "–" if x is None else f"{x:.0f} %"
 
 
+def round_log_ratios(bench):
+    """The benchmark's per-round log ratios ln(head/base), paired by round index, from the
+    per-round estimates the gate itself computed (`per_round_ns`, one per valid sample file, in
+    the order of `samples`)."""
+    def by_round(side):
+        if not side or len(side.get("samples", [])) != len(side.get("per_round_ns", [])):
+            return {}
+        return {s["round"]: v for s, v in zip(side["samples"], side["per_round_ns"])
+                if isinstance(v, (int, float)) and v > 0}
+    b, h = by_round(bench.get("base")), by_round(bench.get("head"))
+    return [math.log(h[r] / b[r]) for r in sorted(set(b) & set(h))]
+
+
+def noise_stats(trials, ids=None):
+    """How noisy the rounds were: over every (trial × benchmark) with ≥ 3 paired rounds (only
+    `ids` when given), the median and 75th percentile of the sd of the per-round log ratios
+    (0.05 ≈ 5 %; the simulation in STATS.md needs ≤ ~0.028 per pair, 2 % per side, for 95 %
+    detection of 5 %), and the median threshold the gate applied."""
+    sds, thresholds = [], []
+    for t in trials:
+        for b in t["results"].get("benches", []):
+            if ids is not None and b["id"] not in ids:
+                continue
+            lr = round_log_ratios(b)
+            if len(lr) >= 3:
+                sds.append(statistics.stdev(lr))
+            if isinstance(b.get("threshold"), (int, float)):
+                thresholds.append(b["threshold"])
+    sds.sort()
+    return {
+        "round_sd_median": statistics.median(sds) if sds else None,
+        "round_sd_p75": sds[math.ceil(0.75 * len(sds)) - 1] if sds else None,
+        "threshold_median": statistics.median(thresholds) if thresholds else None,
+    }
+
+
 def aggregate_aa(trials):
     """A/A trials of one scenario → per method: runs, 🔴 total, runs with a 🔴, ⚠️ total and the
     most ⚠️ in one run."""
@@ -268,6 +304,7 @@ def aggregate_aa(trials):
     noisy = [sum(b.get("status") == "too_noisy" for b in t["results"].get("benches", []))
              for t in trials]
     out["gate"]["too_noisy_per_run"] = sum(noisy) / len(noisy) if noisy else None
+    out["gate"].update(noise_stats(trials))
     return out
 
 
@@ -892,7 +929,7 @@ def summarize(trials, family_full=None):
             out["inject_targets"].append({
                 "size_pct": size, "target": tid, "suite": suite, "rounds_arg": rounds,
                 "pairing": pair, "spin_rate": spin, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
-                "gate": agg["gate"], "naive": agg["naive"],
+                "gate": {**agg["gate"], **noise_stats(ts, {tid})}, "naive": agg["naive"],
             })
     wt = {}
     for t in trials:
@@ -928,6 +965,13 @@ def size_label(row):
     return f"{row['size_pct']:g} %" + (" (ctx)" if row.get("spin_rate") == "in-context" else "")
 
 
+def noise_cells(r):
+    """`0.117, 0.180 | 14.2 %`: the per-round sd cells of a row (`noise_stats`), or dashes."""
+    sd, p75, thr = (r.get("round_sd_median"), r.get("round_sd_p75"), r.get("threshold_median"))
+    sds = "–" if sd is None else f"{sd:.3f}, {p75:.3f}"
+    return f"{sds} | {'–' if thr is None else f'{100 * thr:.1f} %'}"
+
+
 def fmt_s(s):
     if s is None:
         return "–"
@@ -955,8 +999,8 @@ def render_md(s, generated):
         "`target` = whole bench target by whole bench target (before; harness/STATS.md, "
         "\"Interleaving\").",
         "",
-        "| method | pairs | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | pairs | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run | per-round sd (median, p75) | median threshold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["aa"]:
         for m in ("gate", "naive"):
@@ -967,7 +1011,8 @@ def render_md(s, generated):
                 f"{row['load']} | "
                 f"{row['rounds_arg'] or 'default'} | {r['runs']} | {r['red']} | "
                 f"{r['runs_with_red']} | {r['warn']} | {r['max_warn_per_run']} | "
-                f"{r['runs_with_2_warn']} | {'–' if noisy is None else f'{noisy:.1f}'} |"
+                f"{r['runs_with_2_warn']} | {'–' if noisy is None else f'{noisy:.1f}'} | "
+                f"{noise_cells(r)} |"
             )
     L += [
         "",
@@ -999,8 +1044,9 @@ def render_md(s, generated):
         "Per target (gate 🔴 / 🔴+⚠️ · naive 🔴 / 🔴+⚠️ · measured change gate, naive):",
         "",
         "| pairs | size | target | class | trials | gate 🔴 | gate 🔴+⚠️ | naive 🔴 | "
-        "naive 🔴+⚠️ | change (gate) | change (naive) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "naive 🔴+⚠️ | change (gate) | change (naive) | per-round sd (median, p75) | "
+        "median threshold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["inject_targets"]:
         g, n = row["gate"], row["naive"]
@@ -1014,7 +1060,7 @@ def render_md(s, generated):
             f"{g['observations']} | {fmt_pct(g['detection_red'])} | "
             f"{fmt_pct(g['detection_red_or_warn'])} | {fmt_pct(n['detection_red'])} | "
             f"{fmt_pct(n['detection_red_or_warn'])} | {ch(g['median_change'])} | "
-            f"{ch(n['median_change'])} |"
+            f"{ch(n['median_change'])} | {noise_cells(g)} |"
         )
     L += [
         "",
@@ -1050,7 +1096,8 @@ def render_readme(s, generated):
     L = [f"Generated {generated} by `evaluate.py summarize --readme README.md` from "
          f"{s['trials']} trials ({' … '.join(d[:10] for d in s['dates'])}).", ""]
     L += ["| A/A, same revision both sides | runs | false 🔴 (runs with one) | ⚠️: total, "
-          "most in one run | ❔ per run |", "|---|---|---|---|---|"]
+          "most in one run | ❔ per run | per-round sd of ln(head/base): median, p75 | "
+          "median threshold |", "|---|---|---|---|---|---|---|"]
     for row in s["aa"]:
         if row["rounds_arg"] is not None:
             continue
@@ -1059,9 +1106,10 @@ def render_readme(s, generated):
             noisy = r.get("too_noisy_per_run")
             label = (f"{'**gate**' if m == 'gate' else 'naive'}, {row['suite']} suite "
                      f"({row['benches_per_run']}), load: {row['load']}, pairs: {row['pairing']}")
+            cells = noise_cells(r) if m == "gate" else "– | –"
             L.append(f"| {label} | {r['runs']} | {r['red']} ({r['runs_with_red']}) | "
                      f"{r['warn']}, {r['max_warn_per_run']} | "
-                     f"{'–' if noisy is None else f'{noisy:.1f}'} |")
+                     f"{'–' if noisy is None else f'{noisy:.1f}'} | {cells} |")
     L += ["", "| injected slowdown | measured (median) | class | trials | **gate** 🔴 | "
           "gate 🔴 or ⚠️ | naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
           "|---|---|---|---|---|---|---|---|---|"]

@@ -4,6 +4,8 @@ Run: python3 -m unittest discover -s harness/eval -v
 """
 
 import json
+import math
+import statistics
 import sys
 import tempfile
 import unittest
@@ -152,9 +154,28 @@ class Aggregation(unittest.TestCase):
         agg = ev.aggregate_aa([t1, t2])
         self.assertEqual(agg["gate"], {"runs": 2, "red": 1, "runs_with_red": 1, "warn": 2,
                                        "max_warn_per_run": 2, "runs_with_2_warn": 1,
-                                       "too_noisy_per_run": 0.0})
+                                       "too_noisy_per_run": 0.0, "round_sd_median": None,
+                                       "round_sd_p75": None, "threshold_median": 0.03})
         self.assertEqual(agg["naive"]["red"], 1)
         self.assertEqual(agg["naive"]["warn"], 0)
+
+    def test_round_noise_pairs_rounds_by_index(self):
+        b = bench("a", "no_change", 100, 100)
+        # Head rounds 0..3 at 100, 110, 100, 110; base round 2 is missing (invalid sample file).
+        b["head"] = side(100, rounds=4)
+        b["head"]["per_round_ns"] = [100.0, 110.0, 100.0, 110.0]
+        b["base"] = side(100, rounds=4)
+        del b["base"]["samples"][2]
+        b["base"]["per_round_ns"] = [100.0, 100.0, 100.0]
+        lr = ev.round_log_ratios(b)
+        self.assertEqual(len(lr), 3)
+        self.assertAlmostEqual(lr[1], math.log(1.1))  # round 1 with round 1, not with round 2
+        self.assertAlmostEqual(lr[2], math.log(1.1))  # round 3
+        n = ev.noise_stats([{"results": results([b])}])
+        self.assertAlmostEqual(n["round_sd_median"], statistics.stdev(lr))
+        # Samples and estimates that do not line up are not guessed at.
+        b["base"]["per_round_ns"] = [100.0, 100.0]
+        self.assertEqual(ev.round_log_ratios(b), [])
 
     def test_inject_detection_and_controls(self):
         def trial(tgt_status, tgt_head, ctrl_status):
