@@ -362,7 +362,8 @@ def aggregate_inject(trials, ids, controls, family_full=None):
 def spin_block(cond, spins, indent="        "):
     """The injected work: `spins` dependent integer multiply-adds, each through black_box so
     the compiler can neither vectorise, unroll away nor hoist them. Same text in the calibration
-    program, so the rate measured there is the rate in the kernel."""
+    program; the rate measured there still differed from the rate in the kernel on this machine,
+    hence `spin_rates_in_context`."""
     i = indent
     return (
         f"{i}// eval (harness/eval/evaluate.py): injected slowdown, {spins} spin iterations\n"
