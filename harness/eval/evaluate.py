@@ -1157,6 +1157,9 @@ def cmd_summarize(args):
     s["full_family"] = family
     generated = utc_now().strftime("%Y-%m-%d %H:%M UTC")
     md = render_md(s, generated)
+    reps = render_replays(load_replays(root))
+    if reps:
+        md = md.rstrip("\n") + "\n\n" + "\n".join(reps) + "\n"
     out = Path(args.write_to) if args.write_to else root
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(md)
@@ -1166,6 +1169,100 @@ def cmd_summarize(args):
     if args.readme:
         splice_readme(args.readme, render_readme(s, generated))
         log(f"updated the table in {args.readme}")
+
+
+def replay_trial(args, t):
+    """`harness replay` of one trial's results.json under args.policy/args.rounds, starting from
+    the policy of the config the trial ran with. Returns the replayed results."""
+    cmd = [str(harness_path(args)), "replay", "--input", str(Path(t["dir"]) / "results.json"),
+           "--format", "json"]
+    if t.get("config") and Path(t["config"]).is_file():
+        cmd += ["--config", t["config"]]
+    if args.policy:
+        cmd += ["--policy", args.policy]
+    if args.rounds:
+        cmd += ["--rounds", str(args.rounds)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if p.returncode != 0:
+        raise SystemExit(f"error: {shlex.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def cmd_replay(args):
+    """Every A/A and inject trial with benchmark pairing under --results, decided again under
+    another policy by `harness replay` (nothing is measured), aggregated as `summarize` does:
+    results/replay/<label>.json, which `summarize` renders next to the measured tables."""
+    root = Path(args.results)
+    trials = [t for t in load_trials(root)
+              if t["kind"] in ("aa", "inject") and pairing(t) == "bench"]
+    if not trials:
+        raise SystemExit(f"error: no A/A or inject trials with benchmark pairing under {root}")
+    replayed = []
+    for t in trials:
+        replayed.append({**t, "results": replay_trial(args, t)})
+    s = summarize(replayed)
+    # Suspects that only the variant makes have no confirmation rounds on record; with none, the
+    # replay is exactly what the gate would have printed under the variant on these samples.
+    unconfirmable = sum("no confirmation rounds were recorded" in (b.get("note") or "")
+                        for t in replayed for b in t["results"]["benches"])
+    changed = sum(a["status"] != b["status"] for t, o in zip(replayed, trials)
+                  for a, b in zip(o["results"]["benches"], t["results"]["benches"]))
+    rec = {"schema": "harness-eval-replay/1", "label": args.label, "policy": args.policy or "{}",
+           "rounds": args.rounds, "generated": utc_now().isoformat(timespec="seconds"),
+           "trials": len(replayed), "unconfirmable_suspects": unconfirmable,
+           "changed_statuses": changed, "aa": s["aa"], "inject": s["inject"]}
+    out = root / "replay"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.label}.json").write_text(json.dumps(rec, indent=2) + "\n")
+    print("\n".join(render_replays([rec])))
+    log(f"wrote {out / (args.label + '.json')}")
+
+
+def load_replays(root):
+    d = Path(root) / "replay"
+    return [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.is_dir() else []
+
+
+def render_replays(recs):
+    """The replayed policy variants: A/A false alarms and detection, one row per variant."""
+    if not recs:
+        return []
+    L = ["## Policy variants, replayed on the recorded samples (`evaluate.py replay`)", "",
+         "`harness replay` decides every recorded trial again under another policy; nothing is "
+         "measured again. A replay cannot add rounds, and a benchmark that becomes a suspect "
+         "only under the variant has no confirmation rounds, so it is at most ⚠️: the 🔴 "
+         "columns of looser variants are a lower bound. Where a variant made no such suspect "
+         "(column \"unconfirmable\" 0), its rows are exactly what the gate would have printed "
+         "under it on these samples.", "",
+         "| variant | policy overrides | rounds | trials | rows whose status changed | "
+         "unconfirmable suspects |", "|---|---|---|---|---|---|"]
+    for r in recs:
+        L.append(f"| {r['label']} | `{r['policy']}` | {r['rounds'] or 'recorded'} | "
+                 f"{r.get('trials', '–')} | {r.get('changed_statuses', '–')} | "
+                 f"{r.get('unconfirmable_suspects', '–')} |")
+    L += ["",
+         "| variant | policy overrides | rounds | A/A scenario | runs | false 🔴 (runs) | "
+         "⚠️ total, max per run | ❔ per run | median threshold |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        for row in r["aa"]:
+            g = row["gate"]
+            thr = g.get("threshold_median")
+            L.append(f"| {r['label']} | `{r['policy']}` | {r['rounds'] or 'recorded'} | "
+                     f"{row['suite']}, load {row['load']} | {g['runs']} | {g['red']} "
+                     f"({g['runs_with_red']}) | {g['warn']}, {g['max_warn_per_run']} | "
+                     f"{g['too_noisy_per_run']:.1f} | "
+                     f"{'–' if thr is None else f'{100 * thr:.1f} %'} |")
+    L += ["", "| variant | size | class | trials | gate 🔴 | gate 🔴 or ⚠️ | "
+          "control 🔴 / ⚠️ (of obs) |", "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        for row in r["inject"]:
+            g = row["gate"]
+            L.append(f"| {r['label']} | {size_label(row)} | {row['class'].upper()} | "
+                     f"{row['trials']} | {fmt_pct(g['detection_red'])} | "
+                     f"{fmt_pct(g['detection_red_or_warn'])} | {g['control_red']} / "
+                     f"{g['control_warn']} ({g['control_observations']}) |")
+    return L
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1232,8 +1329,18 @@ def main(argv=None):
                         "(default: from full A/A trials)")
     s.set_defaults(fn=cmd_summarize)
 
+    r = sub.add_parser("replay", help="every recorded trial decided again under another policy")
+    r.add_argument("--results", default=str(RESULTS_ROOT),
+                   help="root searched for trials (default %(default)s)")
+    r.add_argument("--harness", default="target/release/harness",
+                   help="the harness binary (default: %(default)s, relative to the repo)")
+    r.add_argument("--policy", help='policy overrides as JSON, e.g. \'{"noise_k": 2}\'')
+    r.add_argument("--rounds", type=int, help="use only the first N first-pass rounds")
+    r.add_argument("--label", required=True, help="name of the variant (file name)")
+    r.set_defaults(fn=cmd_replay)
+
     args = p.parse_args(argv)
-    if args.cmd != "summarize":
+    if args.cmd not in ("summarize", "replay"):
         if args.out_dir is None:
             args.out_dir = RESULTS_ROOT / utc_now().strftime("%Y-%m-%d")
         args.out_dir = args.out_dir.resolve()

@@ -265,6 +265,29 @@ class Summary(unittest.TestCase):
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
 
 
+class Replays(unittest.TestCase):
+    def test_variants_render_one_row_per_scenario_and_summarize_reads_them(self):
+        aa = [{"suite": "full", "load": "one-core",
+               "gate": {"runs": 4, "red": 0, "runs_with_red": 0, "warn": 3,
+                        "max_warn_per_run": 2, "too_noisy_per_run": 20.5,
+                        "threshold_median": 0.112}}]
+        inj = [{"size_pct": 5.0, "spin_rate": "in-context", "class": "st", "trials": 10,
+                "gate": {"detection_red": 40.0, "detection_red_or_warn": 55.0,
+                         "control_red": 0, "control_warn": 1, "control_observations": 50}}]
+        rec = {"label": "k2", "policy": '{"noise_k": 2}', "rounds": None, "aa": aa,
+               "inject": inj}
+        md = "\n".join(ev.render_replays([rec]))
+        self.assertIn('| k2 | `{"noise_k": 2}` | recorded | full, load one-core | 4 | 0 (0) | '
+                      '3, 2 | 20.5 | 11.2 % |', md)
+        self.assertIn("| k2 | 5 % (ctx) | ST | 10 | 40 % | 55 % | 0 / 1 (50) |", md)
+        self.assertEqual(ev.render_replays([]), [])
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "replay").mkdir()
+            (Path(tmp) / "replay" / "k2.json").write_text(json.dumps(rec))
+            self.assertEqual(ev.load_replays(tmp)[0]["label"], "k2")
+            self.assertEqual(ev.load_trials(tmp), [], "a replay is not a trial")
+
+
 class Readme(unittest.TestCase):
     def test_the_table_goes_between_the_markers_and_nothing_else_moves(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -221,6 +221,7 @@ mod tests {
                 correction: "holm".into(),
                 floor: 0.01,
                 profile: None,
+                replay: None,
             },
             rounds: vec![],
             outcome: Results::decide(&benches, &[]),

@@ -506,7 +506,145 @@ pub fn measure_and_decide(
             },
         )
     };
-    let benches = decisions
+    let benches = bench_results(&collected, decisions);
+    (collected, benches)
+}
+
+/// `harness replay`: a saved comparison decided again under `policy`, from the criterion samples
+/// it recorded; nothing is built or measured. For tuning the method on real runs (harness/eval):
+/// "what would this A/A run, or this PR, have shown with `noise_k: 2`, or with 4 rounds?"
+///
+/// What a replay cannot do, and how it says so: it cannot add rounds. `first_rounds` (default:
+/// all the saved first-pass rounds, noise rounds included) may only truncate the first pass.
+/// Confirmation rounds exist only for the saved run's suspects: a benchmark that becomes a
+/// suspect under `policy` without recorded confirmation rounds cannot be confirmed, so it is at
+/// most ⚠️, and its note says why; a policy asking for more confirmation rounds than were
+/// recorded uses those recorded. Rows the saved run marked ⛔ stay ⛔. The thresholds come from
+/// `profile` when given, else from the spread, whatever the saved run used
+/// (`method.replay` records it).
+pub fn replay(
+    saved: &Results,
+    policy: &Policy,
+    first_rounds: Option<u32>,
+    profile: Option<(&NoiseProfile, &str)>,
+    source: &str,
+) -> anyhow::Result<Results> {
+    policy
+        .validate()
+        .map_err(|e| anyhow::anyhow!("replay policy: {e}"))?;
+    let recorded_first = saved
+        .rounds
+        .iter()
+        .filter(|r| !r.confirmation)
+        .map(|r| r.index + 1)
+        .max()
+        .unwrap_or(saved.method.rounds);
+    let first = first_rounds.unwrap_or(recorded_first);
+    if first < 2 {
+        bail!("--rounds {first}: at least 2 rounds are needed for a paired interval");
+    }
+    if first > recorded_first {
+        bail!(
+            "--rounds {first}: {source} has {recorded_first} first-pass rounds; a replay cannot add rounds"
+        );
+    }
+    let confirmation_limit = recorded_first + policy.confirmation_rounds as u32;
+    // The samples of `keep`'s rounds, per benchmark; ⛔ rows are carried over as they are.
+    let collect = |keep: &dyn Fn(&str, u32) -> bool| -> Collected {
+        let mut c = Collected::default();
+        for b in saved.benches.iter().filter(|b| b.status != Status::Failed) {
+            let side = |s: &Option<SideResult>| -> Vec<crate::results::RawSample> {
+                s.iter()
+                    .flat_map(|s| s.samples.iter())
+                    .filter(|x| keep(&b.id, x.round))
+                    .cloned()
+                    .collect()
+            };
+            c.benches.insert(
+                b.id.clone(),
+                Collect {
+                    target: String::new(),
+                    throughput: b.throughput,
+                    base: side(&b.base),
+                    head: side(&b.head),
+                },
+            );
+        }
+        c
+    };
+    let prof = profile.map(|(p, _)| p);
+    let first_pass = collect(&|_, r| r < first);
+    let firsts = stats::analyze(&inputs_from(&first_pass), prof, policy, Phase::First);
+    let suspects = stats::suspects(&firsts);
+    let (collected, decisions) = if suspects.is_empty() || policy.confirmation_rounds == 0 {
+        (first_pass, firsts)
+    } else {
+        let all = collect(&|id, r| {
+            r < first
+                || (r >= recorded_first
+                    && r < confirmation_limit
+                    && suspects.iter().any(|s| s == id))
+        });
+        let d = stats::analyze(
+            &inputs_from(&all),
+            prof,
+            policy,
+            Phase::Final {
+                first_rounds: recorded_first as usize,
+            },
+        );
+        (all, d)
+    };
+    let mut benches = bench_results(&collected, decisions);
+    for b in benches.iter_mut() {
+        let unconfirmable = suspects.contains(&b.id)
+            && policy.confirmation_rounds > 0
+            && !b.confirmed
+            && b.status != Status::Regression;
+        if unconfirmable {
+            let why = "replay: no confirmation rounds were recorded for this benchmark (it was not \
+                       a suspect in the saved run), so it cannot be confirmed here";
+            b.note = Some(match b.note.take() {
+                Some(n) => format!("{n}; {why}"),
+                None => why.to_string(),
+            });
+        }
+    }
+    // ⛔ rows as saved, in the saved order.
+    let mut by_id: BTreeMap<String, BenchResult> =
+        benches.into_iter().map(|b| (b.id.clone(), b)).collect();
+    let benches: Vec<BenchResult> = saved
+        .benches
+        .iter()
+        .map(|b| by_id.remove(&b.id).unwrap_or_else(|| b.clone()))
+        .collect();
+    let outcome = Results::decide_all(&benches, &saved.failures, saved.e2e.as_ref());
+    let mut method = saved.method.clone();
+    method.rounds = first;
+    method.confirmation_rounds = policy.confirmation_rounds as u32;
+    method.confidence = policy.confidence;
+    method.alpha = policy.alpha;
+    method.floor = policy.floor;
+    method.profile = profile
+        .map(|(p, path)| format!("{path} (host {}, {} A/A trials)", p.fingerprint, p.trials));
+    method.replay = Some(format!(
+        "replayed from {source} (its first pass: {recorded_first} rounds; used: {first}) under \
+         policy {}",
+        serde_json::to_string(policy).unwrap_or_default()
+    ));
+    Ok(Results {
+        created_unix_s: now_unix(),
+        method,
+        benches,
+        outcome,
+        ..saved.clone()
+    })
+}
+
+/// The report rows of `decisions`: each with both sides' samples and per-round estimates; a
+/// benchmark of a target that failed to run on a side is ⛔ whatever its numbers said.
+fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<BenchResult> {
+    decisions
         .into_iter()
         .map(|d| {
             let c: &Collect = &collected.benches[&d.id];
@@ -536,8 +674,7 @@ pub fn measure_and_decide(
                 note,
             }
         })
-        .collect();
-    (collected, benches)
+        .collect()
 }
 
 fn method(
@@ -557,6 +694,7 @@ fn method(
         correction: "holm".into(),
         floor: policy.floor,
         profile,
+        replay: None,
     }
 }
 
@@ -951,6 +1089,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
             correction: "holm".into(),
             floor: opts.config.policy.floor,
             profile: None,
+            replay: None,
         },
         rounds: Vec::new(),
         benches: Vec::new(),
@@ -1228,6 +1367,7 @@ mod tests {
             (_, Side::Base) => 100.0,
             ("t/noisy", Side::Head) if round < 6 => 100.0 * (0.25 * wobble).exp(),
             ("t/slow", Side::Head) => 120.0 * (0.01 * wobble).exp(),
+            ("t/slower", Side::Head) => 140.0 * (0.01 * wobble).exp(),
             ("t/lucky", Side::Head) if round < 6 && round != 1 && round != 4 => {
                 100.0 * (-0.10f64).exp()
             }
@@ -1280,6 +1420,112 @@ mod tests {
         let noisy = benches.iter().find(|b| b.id == "t/noisy").unwrap();
         assert_eq!(noisy.rounds, 12);
         assert!(!noisy.confirmed);
+    }
+
+    /// A saved scripted comparison under `policy`, as `harness compare` would write it.
+    fn saved_run(policy: &Policy, ids: Vec<&'static str>) -> Results {
+        let mut m = Script {
+            ns: scripted_ns,
+            ids,
+            measured: Vec::new(),
+        };
+        let plan = [TargetPlan {
+            target: "t".into(),
+            filter: None,
+        }];
+        let (collected, benches) = measure_and_decide(&mut m, &plan, policy, 6, None, &Quiet);
+        let rev = Revision {
+            spec: "x".into(),
+            sha: "0".repeat(40),
+            subject: "s".into(),
+            dirty: false,
+        };
+        Results {
+            schema: crate::results::SCHEMA.into(),
+            tool_version: "test".into(),
+            created_unix_s: 0.0,
+            suite: "s".into(),
+            shard: None,
+            base: rev.clone(),
+            head: rev,
+            host: HostInfo::default(),
+            method: method(policy, 6, &CriterionSettings::default(), None),
+            rounds: collected.rounds,
+            outcome: Results::decide_all(&benches, &[], None),
+            benches,
+            failures: vec![],
+            wall_s: 1.0,
+            reproduce: vec![],
+            e2e: None,
+        }
+    }
+
+    fn by_id<'a>(r: &'a Results, id: &str) -> &'a BenchResult {
+        r.benches.iter().find(|b| b.id == id).unwrap()
+    }
+
+    #[test]
+    fn a_replay_under_the_same_policy_gives_the_saved_decisions() {
+        let policy = Policy::default();
+        let saved = saved_run(&policy, vec!["t/quiet", "t/noisy", "t/slow", "t/slower"]);
+        assert_eq!(by_id(&saved, "t/slow").status, Status::Regression);
+        let r = replay(&saved, &policy, None, None, "saved.json").unwrap();
+        assert_eq!(r.benches, saved.benches);
+        assert_eq!(r.outcome, saved.outcome);
+        let note = r.method.replay.as_deref().unwrap();
+        assert!(
+            note.contains("saved.json") && note.contains("\"noise_k\":2.5"),
+            "{note}"
+        );
+        // Fewer first-pass rounds: the confirmation rounds are still the recorded ones.
+        let r4 = replay(&saved, &policy, Some(4), None, "saved.json").unwrap();
+        assert_eq!(by_id(&r4, "t/quiet").rounds, 4);
+        assert_eq!(by_id(&r4, "t/slow").rounds, 4 + 8);
+        assert_eq!(by_id(&r4, "t/slow").status, Status::Regression);
+        assert_eq!(r4.method.rounds, 4);
+        let e = replay(&saved, &policy, Some(7), None, "saved.json").unwrap_err();
+        assert!(e.to_string().contains("cannot add rounds"), "{e}");
+        assert!(replay(&saved, &policy, Some(1), None, "saved.json").is_err());
+        // A saved suspect that is none under the variant (a fixed 50 % threshold) while another
+        // still is: the first one's confirmation rounds are not used.
+        let fixed = Policy::default()
+            .with_overrides(r#"{"thresholds": {"t/slow": 0.5}}"#)
+            .unwrap();
+        let r = replay(&saved, &fixed, None, None, "saved.json").unwrap();
+        let slow = by_id(&r, "t/slow");
+        assert_eq!(
+            (slow.status, slow.rounds, slow.confirmed),
+            (Status::NoChange, 6, false)
+        );
+        let slower = by_id(&r, "t/slower");
+        assert_eq!((slower.status, slower.rounds), (Status::Regression, 14));
+    }
+
+    #[test]
+    fn a_suspect_without_recorded_confirmation_rounds_is_at_most_a_warning() {
+        // Saved under a 25 % floor: the +20 % of t/slow is no suspect, so it has no
+        // confirmation rounds on record.
+        let high = Policy {
+            floor: 0.25,
+            max_threshold: 0.5,
+            ..Policy::default()
+        };
+        let saved = saved_run(&high, vec!["t/quiet", "t/noisy", "t/slow", "t/lucky"]);
+        assert_eq!(by_id(&saved, "t/slow").status, Status::NoChange);
+        assert!(saved.rounds.iter().all(|r| !r.confirmation));
+        let r = replay(&saved, &Policy::default(), None, None, "saved.json").unwrap();
+        let slow = by_id(&r, "t/slow");
+        assert_eq!(slow.status, Status::PossibleRegression);
+        assert!(!slow.confirmed);
+        assert!(
+            slow.note
+                .as_deref()
+                .unwrap()
+                .contains("no confirmation rounds were recorded"),
+            "{:?}",
+            slow.note
+        );
+        assert_eq!(r.outcome, Outcome::Warn);
     }
 
     #[test]

@@ -179,6 +179,37 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Decide a saved results.json again under another policy, from the criterion samples it
+    /// recorded: nothing is built or measured. For tuning the method on real runs (what would
+    /// this run have shown with `noise_k: 2`, or with its first 4 rounds?). A replay cannot add
+    /// rounds, and a benchmark that only becomes a suspect under the new policy has no
+    /// confirmation rounds, so it is at most ⚠️ (harness/STATS.md, section 9).
+    Replay {
+        /// The saved results.json.
+        #[arg(long)]
+        input: PathBuf,
+        /// harness.yaml whose `policy` to start from (default: ./harness.yaml if there is one,
+        /// else the built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Policy fields to override, as a JSON object, e.g. '{"noise_k": 2, "floor": 0.02}'.
+        #[arg(long)]
+        policy: Option<String>,
+        /// Use only the first N first-pass rounds (default: every one recorded).
+        #[arg(long)]
+        rounds: Option<u32>,
+        /// A calibration profile for the thresholds (default: none; thresholds from the spread).
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "md")]
+        format: Format,
+        /// Write the replayed results.json, report.md and benchmark-action.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Exit status under this policy (default: report only, 0).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOn>,
+    },
     /// Re-render a saved results.json.
     Report {
         #[arg(long)]
@@ -533,6 +564,57 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let results = read_results(&input)?;
             print!("{}", render(&results, format));
             Ok(exit_code(results.outcome, fail_on.unwrap_or(FailOn::Never)))
+        }
+        Cmd::Replay {
+            input,
+            config,
+            policy,
+            rounds,
+            profile,
+            format,
+            out,
+            fail_on,
+        } => {
+            let saved = read_results(&input)?;
+            let config = config.or_else(|| {
+                let p = PathBuf::from(config::FILE_NAME);
+                p.is_file().then_some(p)
+            });
+            let mut base_policy = match &config {
+                Some(p) => Config::load(p)?.policy,
+                None => harness::stats::Policy::default(),
+            };
+            if let Some(json) = &policy {
+                base_policy = base_policy
+                    .with_overrides(json)
+                    .map_err(anyhow::Error::msg)?;
+            }
+            let profile = match &profile {
+                Some(p) => {
+                    let text = std::fs::read_to_string(p).with_context(|| {
+                        format!("cannot read calibration profile {}", p.display())
+                    })?;
+                    let prof = harness::stats::NoiseProfile::from_json(&text)
+                        .with_context(|| format!("calibration profile {}", p.display()))?;
+                    Some((prof, p.display().to_string()))
+                }
+                None => None,
+            };
+            let replayed = harness::compare::replay(
+                &saved,
+                &base_policy,
+                rounds,
+                profile.as_ref().map(|(p, s)| (p, s.as_str())),
+                &input.display().to_string(),
+            )?;
+            if let Some(out) = out {
+                write_outputs(&out, &replayed)?;
+            }
+            print!("{}", render(&replayed, format));
+            Ok(exit_code(
+                replayed.outcome,
+                fail_on.unwrap_or(FailOn::Never),
+            ))
         }
         Cmd::Post { input, pr, repo } => {
             let results = read_results(&input)?;

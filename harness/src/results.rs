@@ -201,6 +201,9 @@ pub struct Method {
     pub floor: f64,
     /// The calibration profile used (its file and fingerprint), or None.
     pub profile: Option<String>,
+    /// Set by `harness replay`: the saved run it re-decided and the policy it used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
 }
 
 /// A build or run failure of one side, with the tail of the tool's output.

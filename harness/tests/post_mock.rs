@@ -71,6 +71,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
             correction: "holm".into(),
             floor: 0.01,
             profile: None,
+            replay: None,
         },
         rounds: vec![],
         benches,

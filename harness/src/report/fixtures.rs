@@ -73,6 +73,7 @@ fn method(profile: Option<&str>) -> Method {
         correction: "holm".into(),
         floor: 0.01,
         profile: profile.map(Into::into),
+        replay: None,
     }
 }
 

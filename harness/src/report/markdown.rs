@@ -524,6 +524,13 @@ fn method(results: &Results) -> String {
         escape(&results.tool_version),
         fmt::duration(results.wall_s)
     );
+    if let Some(r) = &m.replay {
+        let _ = writeln!(
+            body,
+            "- **Replayed, not measured:** {} (`harness replay`)",
+            escape(r)
+        );
+    }
     details("Method", &body)
 }
 

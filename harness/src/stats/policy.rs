@@ -161,11 +161,51 @@ impl Policy {
         }
         Ok(())
     }
+
+    /// This policy with the fields of a JSON object replaced (`{"noise_k": 2}`; any field
+    /// `harness.yaml`'s `policy:` takes), validated. An unknown field, a value of the wrong type
+    /// or out of range is an error that names it.
+    pub fn with_overrides(&self, json: &str) -> Result<Policy, String> {
+        let over: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| format!("policy overrides {json:?}: {e}"))?;
+        let serde_json::Value::Object(over) = over else {
+            return Err(format!(
+                "policy overrides {json:?}: expected a JSON object such as {{\"noise_k\": 2}}"
+            ));
+        };
+        let mut merged = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        if let serde_json::Value::Object(m) = &mut merged {
+            m.extend(over);
+        }
+        let p: Policy = serde_json::from_value(merged)
+            .map_err(|e| format!("policy overrides {json:?}: {e}"))?;
+        p.validate().map_err(|e| e.to_string())?;
+        Ok(p)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_replace_named_fields_and_name_what_is_wrong() {
+        let p = Policy::default()
+            .with_overrides(r#"{"noise_k": 2, "floor": 0.02}"#)
+            .unwrap();
+        assert_eq!((p.noise_k, p.floor), (2.0, 0.02));
+        assert_eq!(p.rounds, Policy::default().rounds);
+        let e = Policy::default()
+            .with_overrides(r#"{"noise_kk": 2}"#)
+            .unwrap_err();
+        assert!(e.contains("noise_kk"), "{e}");
+        let e = Policy::default()
+            .with_overrides(r#"{"alpha": 2}"#)
+            .unwrap_err();
+        assert!(e.contains("policy.alpha = 2"), "{e}");
+        assert!(Policy::default().with_overrides("[1]").is_err());
+        assert!(Policy::default().with_overrides("{").is_err());
+    }
 
     #[test]
     fn defaults_are_valid() {
