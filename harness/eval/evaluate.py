@@ -881,6 +881,18 @@ def pairing(t):
     return "bench" if "one benchmark at a time" in order else "target"
 
 
+# Results written before results.json recorded the policy (method.policy, 2026-11-30) were all
+# decided with these values of the fields the tuning moved (the eval configs override neither).
+LEGACY_POLICY = {"noise_k": 2.5, "max_threshold": 0.15}
+
+
+def policy_label(t):
+    """`noise_k 2.5, max_threshold 0.25`: the tuned fields of the policy that decided a trial
+    (recorded in results.json, else LEGACY_POLICY). Trials of different policies never pool."""
+    pol = t["results"].get("method", {}).get("policy") or LEGACY_POLICY
+    return ", ".join(f"{k} {pol.get(k, LEGACY_POLICY[k]):g}" for k in LEGACY_POLICY)
+
+
 def criterion_label(t):
     """Warm-up + measurement time per criterion run, e.g. `0.2+0.6 s` (suites may differ)."""
     args = t["results"].get("method", {}).get("criterion_args", [])
@@ -895,18 +907,20 @@ def summarize(trials, family_full=None):
     for t in trials:
         if t["kind"] == "aa":
             load = t["load"]["kind"]
-            aa.setdefault((t["suite"], load, t.get("rounds_arg"), pairing(t)), []).append(t)
-    for (suite, load, rounds, pair), ts in sorted(aa.items(), key=lambda kv: str(kv[0])):
+            aa.setdefault((t["suite"], load, t.get("rounds_arg"), pairing(t), policy_label(t)),
+                          []).append(t)
+    for (suite, load, rounds, pair, pol), ts in sorted(aa.items(), key=lambda kv: str(kv[0])):
         out["aa"].append({"suite": suite, "load": load, "rounds_arg": rounds, "pairing": pair,
+                          "policy": pol,
                           "benches_per_run": len(ts[0]["results"]["benches"]),
                           **aggregate_aa(ts)})
     inj = {}
     for t in trials:
         if t["kind"] == "inject":
             inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg"), pairing(t),
-                            t.get("spin_rate", "standalone")), []).append(t)
-    for (size, suite, rounds, pair, spin), ts in sorted(inj.items(),
-                                                        key=lambda kv: (kv[0][0], str(kv[0]))):
+                            t.get("spin_rate", "standalone"), policy_label(t)), []).append(t)
+    for (size, suite, rounds, pair, spin, pol), ts in sorted(
+            inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
         for cls in ("st", "mt"):
             ids = {i for t in ts for i, v in t["targets"].items() if v["class"] == cls}
             if not ids:
@@ -918,18 +932,19 @@ def summarize(trials, family_full=None):
             )
             out["inject"].append({
                 "size_pct": size, "class": cls, "suite": suite, "rounds_arg": rounds,
-                "pairing": pair, "spin_rate": spin, "trials": len(ts), "targets": sorted(ids),
+                "pairing": pair, "spin_rate": spin, "policy": pol, "trials": len(ts),
+                "targets": sorted(ids),
                 "injected_fraction": injected,
                 **aggregate_inject(ts, ids, controls, family_full),
             })
     out["inject_targets"] = []
-    for (size, suite, rounds, pair, spin), ts in sorted(inj.items(),
-                                                        key=lambda kv: (kv[0][0], str(kv[0]))):
+    for (size, suite, rounds, pair, spin, pol), ts in sorted(
+            inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
         for tid in sorted({i for t in ts for i in t["targets"]}):
             agg = aggregate_inject(ts, {tid}, set(), family_full)
             out["inject_targets"].append({
                 "size_pct": size, "target": tid, "suite": suite, "rounds_arg": rounds,
-                "pairing": pair, "spin_rate": spin, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
+                "pairing": pair, "spin_rate": spin, "policy": pol, "class": next(t["targets"][tid]["class"] for t in ts if tid in t["targets"]),
                 "gate": {**agg["gate"], **noise_stats(ts, {tid})}, "naive": agg["naive"],
             })
     wt = {}
@@ -1000,15 +1015,16 @@ def render_md(s, generated):
         "`target` = whole bench target by whole bench target (before; harness/STATS.md, "
         "\"Interleaving\").",
         "",
-        "| method | pairs | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run | per-round sd (median, p75) | median threshold |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | pairs | policy | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run | per-round sd (median, p75) | median threshold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["aa"]:
         for m in ("gate", "naive"):
             r = row[m]
             noisy = r.get("too_noisy_per_run")
             L.append(
-                f"| {m} | {row['pairing']} | {row['suite']} ({row['benches_per_run']} benches) | "
+                f"| {m} | {row['pairing']} | {row['policy']} | "
+                f"{row['suite']} ({row['benches_per_run']} benches) | "
                 f"{row['load']} | "
                 f"{row['rounds_arg'] or 'default'} | {r['runs']} | {r['red']} | "
                 f"{r['runs_with_red']} | {r['warn']} | {r['max_warn_per_run']} | "
@@ -1022,10 +1038,11 @@ def render_md(s, generated):
         "Detection per (trial × target). ST = single-threaded targets, MT = all cores. "
         "Controls are untouched benches of the same suite: their 🔴/⚠️ are false alarms.",
         "",
-        "| method | pairs | size | class | suite | rounds | trials | observations | detected 🔴 | "
+        "| method | pairs | policy | size | class | suite | rounds | trials | observations | "
+        "detected 🔴 | "
         "detected 🔴+⚠️ | 🔴 under full-suite family | measured change (median) | "
         "control 🔴 / ⚠️ (of obs) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in s["inject"]:
         for m in ("gate", "naive"):
@@ -1033,7 +1050,8 @@ def render_md(s, generated):
             full = fmt_pct(r.get("detection_red_full_family")) if m == "gate" else "–"
             mc = "–" if r["median_change"] is None else f"{100 * r['median_change']:+.1f} %"
             L.append(
-                f"| {m} | {row['pairing']} | {size_label(row)} | {row['class'].upper()} | "
+                f"| {m} | {row['pairing']} | {row['policy']} | {size_label(row)} | "
+                f"{row['class'].upper()} | "
                 f"{row['suite']} | "
                 f"{row['rounds_arg'] or 'default'} | {row['trials']} | {r['observations']} | "
                 f"{fmt_pct(r['detection_red'])} ({r['red']}) | "
@@ -1106,20 +1124,22 @@ def render_readme(s, generated):
             r = row[m]
             noisy = r.get("too_noisy_per_run")
             label = (f"{'**gate**' if m == 'gate' else 'naive'}, {row['suite']} suite "
-                     f"({row['benches_per_run']}), load: {row['load']}, pairs: {row['pairing']}")
+                     f"({row['benches_per_run']}), load: {row['load']}, pairs: {row['pairing']}, "
+                     f"{row['policy']}")
             cells = noise_cells(r) if m == "gate" else "– | –"
             L.append(f"| {label} | {r['runs']} | {r['red']} ({r['runs_with_red']}) | "
                      f"{r['warn']}, {r['max_warn_per_run']} | "
                      f"{'–' if noisy is None else f'{noisy:.1f}'} | {cells} |")
-    L += ["", "| injected slowdown | measured (median) | class | trials | **gate** 🔴 | "
+    L += ["", "| injected slowdown | measured (median) | class | policy | trials | **gate** 🔴 | "
           "gate 🔴 or ⚠️ | naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for row in s["inject"]:
         if row["rounds_arg"] is not None:
             continue
         g, n = row["gate"], row["naive"]
         mc = "–" if g["median_change"] is None else f"{100 * g['median_change']:+.1f} %"
-        L.append(f"| {size_label(row)} | {mc} | {row['class'].upper()} | {row['trials']} | "
+        L.append(f"| {size_label(row)} | {mc} | {row['class'].upper()} | {row['policy']} | "
+                 f"{row['trials']} | "
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
@@ -1173,13 +1193,18 @@ def cmd_summarize(args):
 
 def replay_trial(args, t):
     """`harness replay` of one trial's results.json under args.policy/args.rounds, starting from
-    the policy of the config the trial ran with. Returns the replayed results."""
+    the policy the trial recorded; for a trial from before policies were recorded, from its
+    config's policy with the LEGACY_POLICY values (today's defaults may differ). Returns the
+    replayed results."""
     cmd = [str(harness_path(args)), "replay", "--input", str(Path(t["dir"]) / "results.json"),
            "--format", "json"]
-    if t.get("config") and Path(t["config"]).is_file():
-        cmd += ["--config", t["config"]]
-    if args.policy:
-        cmd += ["--policy", args.policy]
+    over = json.loads(args.policy) if args.policy else {}
+    if not t["results"].get("method", {}).get("policy"):
+        if t.get("config") and Path(t["config"]).is_file():
+            cmd += ["--config", t["config"]]
+        over = {**LEGACY_POLICY, **over}
+    if over:
+        cmd += ["--policy", json.dumps(over)]
     if args.rounds:
         cmd += ["--rounds", str(args.rounds)]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)

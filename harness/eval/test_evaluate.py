@@ -57,9 +57,12 @@ BY_BENCH = "ABBA (AB on even rounds, BA on odd), one benchmark at a time"
 BY_TARGET = "ABBA (AB on even rounds, BA on odd; per bench target)"
 
 
-def results(benches, alpha=0.05, order=BY_BENCH):
-    return {"schema": "harness-results/1", "benches": benches,
-            "method": {"alpha": alpha, "order": order}, "rounds": [], "wall_s": 1.0}
+def results(benches, alpha=0.05, order=BY_BENCH, policy=None):
+    method = {"alpha": alpha, "order": order}
+    if policy:
+        method["policy"] = policy
+    return {"schema": "harness-results/1", "benches": benches, "method": method, "rounds": [],
+            "wall_s": 1.0}
 
 
 class CriterionMean(unittest.TestCase):
@@ -232,11 +235,19 @@ class Summary(unittest.TestCase):
             write("old/aa/full-none/run-001", {**base, "kind": "aa", "suite": "full",
                                                "load": {"kind": "none"}, "wall_s": 90.0},
                   results([bench("x", ev.RED, 100, 150, 0.4, p=1e-4)], order=BY_TARGET))
+            # Decided under a recorded policy: its own row too.
+            write("new/aa/full-none/run-001", {**base, "kind": "aa", "suite": "full",
+                                               "load": {"kind": "none"}, "wall_s": 90.0},
+                  results([bench("x", "no_change", 100, 100, 0.0)],
+                          policy={"noise_k": 2.5, "max_threshold": 0.25, "floor": 0.03}))
             write("d/aa/broken.tmp", {**base, "kind": "aa"}, {})  # interrupted: ignored
             trials = ev.load_trials(root)
-            self.assertEqual(len(trials), 4)
+            self.assertEqual(len(trials), 5)
             s = ev.summarize(trials, family_full=40)
-            by_pairing = {r["pairing"]: r for r in s["aa"]}
+            by_pairing = {r["pairing"]: r for r in s["aa"]
+                          if r["policy"] == "noise_k 2.5, max_threshold 0.15"}
+            recorded = [r for r in s["aa"] if r["policy"] == "noise_k 2.5, max_threshold 0.25"]
+            self.assertEqual([r["gate"]["runs"] for r in recorded], [1])
             self.assertEqual(by_pairing["bench"]["gate"]["runs"], 2)
             self.assertEqual(by_pairing["bench"]["gate"]["warn"], 1)
             self.assertEqual(by_pairing["bench"]["gate"]["red"], 0)
@@ -250,18 +261,21 @@ class Summary(unittest.TestCase):
             self.assertAlmostEqual(st["injected_fraction"], 0.05)
             md = ev.render_md(s, "now")
             self.assertIn(
-                "| gate | bench | full (1 benches) | none | default | 2 | 0 | 0 | 1 | 1 | 0 | 0.0 |",
+                "| gate | bench | noise_k 2.5, max_threshold 0.15 | full (1 benches) | none | default | "
+                "2 | 0 | 0 | 1 | 1 | 0 | 0.0 |",
                 md)
             self.assertIn(
-                "| gate | target | full (1 benches) | none | default | 1 | 1 | 1 | 0 | 0 | 0 |", md)
+                "| gate | target | noise_k 2.5, max_threshold 0.15 | full (1 benches) | none | "
+                "default | 1 | 1 | 1 | 0 | 0 | 0 |", md)
             self.assertIn("| bench | 5 % | `t` | ST | 1 | 100 % | 100 % | 0 % | 0 % | +5.0 % |", md)
-            self.assertIn("| gate | bench | 5 % | ST | eval | default | 1 | 1 | 100 % (1) |", md)
+            self.assertIn("| gate | bench | noise_k 2.5, max_threshold 0.15 | 5 % | ST | eval | "
+                          "default | 1 | 1 | 100 % (1) |", md)
             self.assertIn("Test CPU, 2 cores", md)
             short = ev.render_readme(s, "now")
-            self.assertIn("| **gate**, full suite (1), load: none, pairs: bench | 2 | 0 (0) | 1, 1 |",
-                          short)
-            self.assertIn("| 5 % | +5.0 % | ST | 1 | 100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |",
-                          short)
+            self.assertIn("| **gate**, full suite (1), load: none, pairs: bench, noise_k 2.5, "
+                          "max_threshold 0.15 | 2 | 0 (0) | 1, 1 |", short)
+            self.assertIn("| 5 % | +5.0 % | ST | noise_k 2.5, max_threshold 0.15 | 1 | 100 % | "
+                          "100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
 
 

@@ -222,6 +222,7 @@ mod tests {
                 floor: 0.01,
                 profile: None,
                 replay: None,
+                policy: None,
             },
             rounds: vec![],
             outcome: Results::decide(&benches, &[]),

@@ -510,6 +510,31 @@ pub fn measure_and_decide(
     (collected, benches)
 }
 
+/// The policy a replay of `saved` starts from, and where it came from: `config`'s (an explicit
+/// `--config`), else the one `saved` recorded, else `local`'s (./harness.yaml) when it exists,
+/// else today's built-in defaults, which may differ from those the run had.
+pub fn replay_base_policy(
+    saved: &Results,
+    config: Option<&Path>,
+    local: &Path,
+) -> anyhow::Result<(Policy, String)> {
+    Ok(match (config, &saved.method.policy) {
+        (Some(p), _) => (
+            Config::load(p)?.policy,
+            format!("the policy of {}", p.display()),
+        ),
+        (None, Some(recorded)) => (recorded.clone(), "the policy it recorded".to_string()),
+        (None, None) if local.is_file() => (
+            Config::load(local)?.policy,
+            format!("the policy of {} (it recorded none)", local.display()),
+        ),
+        (None, None) => (
+            Policy::default(),
+            "today's built-in policy (it recorded none)".to_string(),
+        ),
+    })
+}
+
 /// `harness replay`: a saved comparison decided again under `policy`, from the criterion samples
 /// it recorded; nothing is built or measured. For tuning the method on real runs (harness/eval):
 /// "what would this A/A run, or this PR, have shown with `noise_k: 2`, or with 4 rounds?"
@@ -625,6 +650,7 @@ pub fn replay(
     method.confidence = policy.confidence;
     method.alpha = policy.alpha;
     method.floor = policy.floor;
+    method.policy = Some(policy.clone());
     method.profile = profile
         .map(|(p, path)| format!("{path} (host {}, {} A/A trials)", p.fingerprint, p.trials));
     method.replay = Some(format!(
@@ -695,6 +721,7 @@ fn method(
         floor: policy.floor,
         profile,
         replay: None,
+        policy: Some(policy.clone()),
     }
 }
 
@@ -1090,6 +1117,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
             floor: opts.config.policy.floor,
             profile: None,
             replay: None,
+            policy: Some(opts.config.policy.clone()),
         },
         rounds: Vec::new(),
         benches: Vec::new(),
@@ -1499,6 +1527,44 @@ mod tests {
         );
         let slower = by_id(&r, "t/slower");
         assert_eq!((slower.status, slower.rounds), (Status::Regression, 14));
+    }
+
+    #[test]
+    fn a_replay_starts_from_the_recorded_policy_unless_a_config_is_given() {
+        let recorded = Policy {
+            noise_k: 3.0,
+            ..Policy::default()
+        };
+        let mut saved = saved_run(&recorded, vec!["t/quiet"]);
+        assert_eq!(saved.method.policy.as_ref(), Some(&recorded));
+        let none = Path::new("/nonexistent/harness.yaml");
+        let (p, from) = replay_base_policy(&saved, None, none).unwrap();
+        assert_eq!(
+            (p, from.as_str()),
+            (recorded.clone(), "the policy it recorded")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("harness.yaml");
+        std::fs::write(
+            &cfg,
+            "packages: [engine]\nsuites:\n  full:\n    benches:\n      kernels: []\n\
+             policy:\n  noise_k: 2\n",
+        )
+        .unwrap();
+        let (p, from) = replay_base_policy(&saved, Some(&cfg), none).unwrap();
+        assert_eq!(p.noise_k, 2.0);
+        assert!(from.contains("harness.yaml"), "{from}");
+        // A results file from before policies were recorded.
+        saved.method.policy = None;
+        assert_eq!(
+            replay_base_policy(&saved, None, none).unwrap().0,
+            Policy::default()
+        );
+        assert_eq!(
+            replay_base_policy(&saved, None, &cfg).unwrap().0.noise_k,
+            2.0
+        );
+        assert!(replay_base_policy(&saved, Some(none), none).is_err());
     }
 
     #[test]

@@ -188,8 +188,9 @@ enum Cmd {
         /// The saved results.json.
         #[arg(long)]
         input: PathBuf,
-        /// harness.yaml whose `policy` to start from (default: ./harness.yaml if there is one,
-        /// else the built-in defaults).
+        /// harness.yaml whose `policy` to start from (default: the policy the saved run
+        /// recorded; for results that recorded none, ./harness.yaml if there is one, else the
+        /// built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Policy fields to override, as a JSON object, e.g. '{"noise_k": 2, "floor": 0.02}'.
@@ -576,14 +577,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             fail_on,
         } => {
             let saved = read_results(&input)?;
-            let config = config.or_else(|| {
-                let p = PathBuf::from(config::FILE_NAME);
-                p.is_file().then_some(p)
-            });
-            let mut base_policy = match &config {
-                Some(p) => Config::load(p)?.policy,
-                None => harness::stats::Policy::default(),
-            };
+            let (mut base_policy, from) = harness::compare::replay_base_policy(
+                &saved,
+                config.as_deref(),
+                std::path::Path::new(config::FILE_NAME),
+            )?;
             if let Some(json) = &policy {
                 base_policy = base_policy
                     .with_overrides(json)
@@ -605,7 +603,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 &base_policy,
                 rounds,
                 profile.as_ref().map(|(p, s)| (p, s.as_str())),
-                &input.display().to_string(),
+                &format!("{}, starting from {from}", input.display()),
             )?;
             if let Some(out) = out {
                 write_outputs(&out, &replayed)?;

@@ -204,6 +204,10 @@ pub struct Method {
     /// Set by `harness replay`: the saved run it re-decided and the policy it used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<String>,
+    /// Every field of the policy that decided this run (absent in results written before
+    /// 2026-11-30, whose defaults had `max_threshold` 0.15). `harness replay` starts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::stats::Policy>,
 }
 
 /// A build or run failure of one side, with the tail of the tool's output.

@@ -72,6 +72,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
             floor: 0.01,
             profile: None,
             replay: None,
+            policy: None,
         },
         rounds: vec![],
         benches,

@@ -74,6 +74,7 @@ fn method(profile: Option<&str>) -> Method {
         floor: 0.01,
         profile: profile.map(Into::into),
         replay: None,
+        policy: None,
     }
 }
 

@@ -718,7 +718,7 @@ mod tests {
     }
 
     #[test]
-    fn five_percent_in_twenty_percent_noise_is_never_red() {
+    fn five_percent_in_twenty_percent_noise_is_rarely_red_and_mostly_unclear() {
         let policy = Policy::default();
         let bench = SimBench {
             id: "k".into(),
@@ -727,16 +727,22 @@ mod tests {
         };
         let mut rng = Rng::new(3);
         let mut statuses = Vec::new();
-        for _ in 0..200 {
+        for _ in 0..1000 {
             let d = gate(&mut rng, std::slice::from_ref(&bench), None, &policy).remove(0);
-            assert_ne!(d.status, Status::Regression, "{d:?}");
             statuses.push(d.status);
         }
-        let calm = statuses
-            .iter()
-            .filter(|s| matches!(s, Status::TooNoisy | Status::NoChange))
-            .count();
-        assert!(calm >= 190, "only {calm} of 200 were ❔ or ✅");
+        // A +5 % change under ±20 % noise per side: the gate should say it cannot tell. A run
+        // whose six rounds happen to spread little gets a threshold under `max_threshold` and is
+        // gated: then a large excursion can pass both looks (2 in 1000 at the default 0.20; 0 at
+        // 0.15, 4 at 0.25). Such a 🔴 is no false alarm (the slowdown is real) but overstates it.
+        let n = |st: Status| statuses.iter().filter(|&&s| s == st).count();
+        assert!(
+            n(Status::Regression) <= 5,
+            "{} 🔴 in 1000",
+            n(Status::Regression)
+        );
+        let calm = n(Status::TooNoisy) + n(Status::NoChange);
+        assert!(calm >= 970, "only {calm} of 1000 were ❔ or ✅");
     }
 
     #[test]
@@ -1089,6 +1095,10 @@ mod tests {
         let models = [
             ("quiet, σ 2 % per side", Noise::quiet(0.02)),
             ("quiet, σ 5 % per side", Noise::quiet(0.05)),
+            // harness/eval, 2026-11-30: per-round sd of ln(head/base) on this 2-vCPU VM, median
+            // 0.11 and p75 0.17 over benchmarks, i.e. about 8 % and 12 % per side.
+            ("noisy VM, σ 8 % per side", Noise::quiet(0.08)),
+            ("noisy VM, σ 15 % per side", Noise::quiet(0.15)),
             (
                 "loaded, mostly shared: rounds drift ±30 % together, 10 % of sides hit ×1.05-2.2",
                 Noise {

@@ -58,7 +58,7 @@ impl Default for Policy {
             alpha: 0.05,
             floor: 0.03,
             noise_k: 2.5,
-            max_threshold: 0.15,
+            max_threshold: 0.20,
             wide_factor: 2.0,
             min_rounds: 3,
             screen_alpha: 0.05,
