@@ -574,10 +574,11 @@ pub fn replay(
         );
     }
     let confirmation_limit = recorded_first + policy.confirmation_rounds as u32;
-    // The samples of `keep`'s rounds, per benchmark; ⛔ rows are carried over as they are.
+    // The samples of `keep`'s rounds, per benchmark. ⛔ rows stay in the family, as they were
+    // in the saved run's analysis, and are carried over as saved below.
     let collect = |keep: &dyn Fn(&str, u32) -> bool| -> Collected {
         let mut c = Collected::default();
-        for b in saved.benches.iter().filter(|b| b.status != Status::Failed) {
+        for b in &saved.benches {
             let side = |s: &Option<SideResult>| -> Vec<crate::results::RawSample> {
                 s.iter()
                     .flat_map(|s| s.samples.iter())
@@ -641,7 +642,10 @@ pub fn replay(
     let benches: Vec<BenchResult> = saved
         .benches
         .iter()
-        .map(|b| by_id.remove(&b.id).unwrap_or_else(|| b.clone()))
+        .map(|b| match by_id.remove(&b.id) {
+            Some(r) if b.status != Status::Failed => r,
+            _ => b.clone(),
+        })
         .collect();
     let outcome = Results::decide_all(&benches, &saved.failures, saved.e2e.as_ref());
     let mut method = saved.method.clone();
@@ -1500,6 +1504,12 @@ mod tests {
         let r = replay(&saved, &policy, None, None, "saved.json").unwrap();
         assert_eq!(r.benches, saved.benches);
         assert_eq!(r.outcome, saved.outcome);
+        // A ⛔ row (its target failed on a side) stays as saved; the others are unchanged.
+        let mut failed = saved.clone();
+        failed.benches[0].status = Status::Failed;
+        failed.benches[0].note = Some("bench target t failed to run on head".into());
+        let rf = replay(&failed, &policy, None, None, "saved.json").unwrap();
+        assert_eq!(rf.benches, failed.benches);
         let note = r.method.replay.as_deref().unwrap();
         assert!(
             note.contains("saved.json") && note.contains("\"noise_k\":2.5"),
