@@ -56,6 +56,33 @@ struct Common {
     repo: PathBuf,
 }
 
+/// Where a results file that `merge` or `replay` makes goes, and the exit status it gives.
+#[derive(clap::Args, Clone, Debug)]
+struct Output {
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+    /// Also write results.json, report.md and benchmark-action.json here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Exit status under this policy (default: report only, 0).
+    #[arg(long, value_enum)]
+    fail_on: Option<FailOn>,
+}
+
+impl Output {
+    /// Writes `results` to `--out` if given, prints it in `--format`; the exit status.
+    fn emit(&self, results: &Results) -> anyhow::Result<u8> {
+        if let Some(out) = &self.out {
+            write_outputs(out, results)?;
+        }
+        print!("{}", render(results, self.format));
+        Ok(exit_code(
+            results.outcome,
+            self.fail_on.unwrap_or(FailOn::Never),
+        ))
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Compare base and head: build both, run interleaved rounds, decide, report.
@@ -159,14 +186,8 @@ enum Cmd {
         /// A shard's results.json (repeat for each shard).
         #[arg(long, required = true)]
         input: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "md")]
-        format: Format,
-        /// Write the merged results.json, report.md and benchmark-action.json here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Exit status under this policy (default: report only, 0).
-        #[arg(long, value_enum)]
-        fail_on: Option<FailOn>,
+        #[command(flatten)]
+        output: Output,
     },
     /// A/A runs of one revision → a per-benchmark noise profile for this host.
     Calibrate {
@@ -202,14 +223,8 @@ enum Cmd {
         /// A calibration profile for the thresholds (default: none; thresholds from the spread).
         #[arg(long)]
         profile: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "md")]
-        format: Format,
-        /// Write the replayed results.json, report.md and benchmark-action.json here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Exit status under this policy (default: report only, 0).
-        #[arg(long, value_enum)]
-        fail_on: Option<FailOn>,
+        #[command(flatten)]
+        output: Output,
     },
     /// Re-render a saved results.json.
     Report {
@@ -572,9 +587,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             policy,
             rounds,
             profile,
-            format,
-            out,
-            fail_on,
+            output,
         } => {
             let saved = read_results(&input)?;
             let (mut base_policy, from) = harness::compare::replay_base_policy(
@@ -605,14 +618,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 profile.as_ref().map(|(p, s)| (p, s.as_str())),
                 &format!("{}, starting from {from}", input.display()),
             )?;
-            if let Some(out) = out {
-                write_outputs(&out, &replayed)?;
-            }
-            print!("{}", render(&replayed, format));
-            Ok(exit_code(
-                replayed.outcome,
-                fail_on.unwrap_or(FailOn::Never),
-            ))
+            output.emit(&replayed)
         }
         Cmd::Post { input, pr, repo } => {
             let results = read_results(&input)?;
@@ -620,22 +626,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("{}: {posted}", target.describe());
             Ok(0)
         }
-        Cmd::Merge {
-            input,
-            format,
-            out,
-            fail_on,
-        } => {
+        Cmd::Merge { input, output } => {
             let parts = input
                 .iter()
                 .map(|p| read_results(p))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let merged = harness::compare::merge(parts)?;
-            if let Some(out) = out {
-                write_outputs(&out, &merged)?;
-            }
-            print!("{}", render(&merged, format));
-            Ok(exit_code(merged.outcome, fail_on.unwrap_or(FailOn::Never)))
+            output.emit(&merged)
         }
     }
 }
