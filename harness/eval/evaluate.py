@@ -249,6 +249,16 @@ def fmt_pct(x):
     return "–" if x is None else f"{x:.0f} %"
 
 
+def fmt_change(x):
+    """A relative change (0.05) as `+5.0 %`, or a dash."""
+    return "–" if x is None else f"{100 * x:+.1f} %"
+
+
+def fmt_threshold(x):
+    """A relative threshold (0.124) as `12.4 %`, or a dash."""
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
 def round_log_ratios(bench):
     """The benchmark's per-round log ratios ln(head/base), paired by round index, from the
     per-round estimates the gate itself computed (`per_round_ns`, one per valid sample file, in
@@ -985,7 +995,7 @@ def noise_cells(r):
     """`0.117, 0.180 | 14.2 %`: the per-round sd cells of a row (`noise_stats`), or dashes."""
     sd, p75, thr = (r.get("round_sd_median"), r.get("round_sd_p75"), r.get("threshold_median"))
     sds = "–" if sd is None else f"{sd:.3f}, {p75:.3f}"
-    return f"{sds} | {'–' if thr is None else f'{100 * thr:.1f} %'}"
+    return f"{sds} | {fmt_threshold(thr)}"
 
 
 def fmt_s(s):
@@ -1048,7 +1058,7 @@ def render_md(s, generated):
         for m in ("gate", "naive"):
             r = row[m]
             full = fmt_pct(r.get("detection_red_full_family")) if m == "gate" else "–"
-            mc = "–" if r["median_change"] is None else f"{100 * r['median_change']:+.1f} %"
+            mc = fmt_change(r["median_change"])
             L.append(
                 f"| {m} | {row['pairing']} | {row['policy']} | {size_label(row)} | "
                 f"{row['class'].upper()} | "
@@ -1069,17 +1079,13 @@ def render_md(s, generated):
     ]
     for row in s["inject_targets"]:
         g, n = row["gate"], row["naive"]
-
-        def ch(x):
-            return "–" if x is None else f"{100 * x:+.1f} %"
-
         L.append(
             f"| {row['pairing']} | {size_label(row)} | `{row['target']}` | "
             f"{row['class'].upper()} | "
             f"{g['observations']} | {fmt_pct(g['detection_red'])} | "
             f"{fmt_pct(g['detection_red_or_warn'])} | {fmt_pct(n['detection_red'])} | "
-            f"{fmt_pct(n['detection_red_or_warn'])} | {ch(g['median_change'])} | "
-            f"{ch(n['median_change'])} | {noise_cells(g)} |"
+            f"{fmt_pct(n['detection_red_or_warn'])} | {fmt_change(g['median_change'])} | "
+            f"{fmt_change(n['median_change'])} | {noise_cells(g)} |"
         )
     L += [
         "",
@@ -1137,8 +1143,7 @@ def render_readme(s, generated):
         if row["rounds_arg"] is not None:
             continue
         g, n = row["gate"], row["naive"]
-        mc = "–" if g["median_change"] is None else f"{100 * g['median_change']:+.1f} %"
-        L.append(f"| {size_label(row)} | {mc} | {row['class'].upper()} | {row['policy']} | "
+        L.append(f"| {size_label(row)} | {fmt_change(g['median_change'])} | {row['class'].upper()} | {row['policy']} | "
                  f"{row['trials']} | "
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
@@ -1272,12 +1277,11 @@ def render_replays(recs):
     for r in recs:
         for row in r["aa"]:
             g = row["gate"]
-            thr = g.get("threshold_median")
             L.append(f"| {r['label']} | `{r['policy']}` | {r['rounds'] or 'recorded'} | "
                      f"{row['suite']}, load {row['load']} | {g['runs']} | {g['red']} "
                      f"({g['runs_with_red']}) | {g['warn']}, {g['max_warn_per_run']} | "
                      f"{g['too_noisy_per_run']:.1f} | "
-                     f"{'–' if thr is None else f'{100 * thr:.1f} %'} |")
+                     f"{fmt_threshold(g.get('threshold_median'))} |")
     L += ["", "| variant | size | class | trials | gate 🔴 | gate 🔴 or ⚠️ | "
           "control 🔴 / ⚠️ (of obs) |", "|---|---|---|---|---|---|---|"]
     for r in recs:
