@@ -4,9 +4,11 @@
 //! (criterion's elem/s reads as tokens/s). Catches regressions anywhere on the decode path:
 //! executor overhead, op lowering, kernels, KV-cache handling, sampling.
 
+mod common;
+
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::CpuBackend;
 use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
@@ -28,18 +30,17 @@ fn decode(c: &mut Criterion) {
         use_kv_cache: true,
         sampling: Default::default(),
     };
-    let mut g = c.benchmark_group("decode");
+    let mut g = common::group(c, "decode");
     g.throughput(Throughput::Elements(NEW_TOKENS as u64));
-    g.bench_function(
-        BenchmarkId::new("tiny_tokens_per_second", format!("{NEW_TOKENS}_tokens")),
-        |bench| {
-            bench.iter(|| {
-                let out = session
-                    .generate(black_box(&prompt), &opts, false)
-                    .expect("decode");
-                assert_eq!(out.generated_ids.len(), NEW_TOKENS);
-                out
-            })
+    g.bench(
+        "tiny_tokens_per_second",
+        format!("{NEW_TOKENS}_tokens"),
+        || {
+            let out = session
+                .generate(black_box(&prompt), &opts, false)
+                .expect("decode");
+            assert_eq!(out.generated_ids.len(), NEW_TOKENS);
+            out
         },
     );
     g.finish();

@@ -8,10 +8,10 @@ mod common;
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gemm::{Parallelism, f16};
 
-use common::all_cores;
+use common::{all_cores, group};
 
 const SHAPES: [(usize, usize, usize); 3] = [(1, 256, 256), (32, 512, 512), (32, 1024, 1024)];
 
@@ -63,7 +63,7 @@ fn values(n: usize, salt: u64) -> Vec<f32> {
 }
 
 fn gemm_reference(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemm_reference");
+    let mut g = group(c, "gemm_reference");
     let mut threads = vec![1];
     if all_cores() > 1 {
         threads.push(all_cores());
@@ -82,45 +82,35 @@ fn gemm_reference(c: &mut Criterion) {
             g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
             let (a, b) = (values(m * k, 5), values(k * n, 6));
             let mut d = vec![0f32; m * n];
-            g.bench_function(
-                BenchmarkId::new(format!("f32_t{t}"), format!("{m}x{k}x{n}")),
-                |bench| {
-                    bench.iter(|| {
-                        pool.install(|| {
-                            gemm_into(
-                                (m, k, n),
-                                &mut d,
-                                black_box(&a),
-                                black_box(&b),
-                                0.0,
-                                1.0,
-                                par,
-                            )
-                        })
-                    })
-                },
-            );
+            g.bench(format!("f32_t{t}"), format!("{m}x{k}x{n}"), || {
+                pool.install(|| {
+                    gemm_into(
+                        (m, k, n),
+                        &mut d,
+                        black_box(&a),
+                        black_box(&b),
+                        0.0,
+                        1.0,
+                        par,
+                    )
+                })
+            });
             let a16: Vec<f16> = a.iter().map(|&x| f16::from_f32(x)).collect();
             let b16: Vec<f16> = b.iter().map(|&x| f16::from_f32(x)).collect();
             let mut d16 = vec![f16::ZERO; m * n];
-            g.bench_function(
-                BenchmarkId::new(format!("f16_t{t}"), format!("{m}x{k}x{n}")),
-                |bench| {
-                    bench.iter(|| {
-                        pool.install(|| {
-                            gemm_into(
-                                (m, k, n),
-                                &mut d16,
-                                black_box(&a16),
-                                black_box(&b16),
-                                f16::ZERO,
-                                f16::ONE,
-                                par,
-                            )
-                        })
-                    })
-                },
-            );
+            g.bench(format!("f16_t{t}"), format!("{m}x{k}x{n}"), || {
+                pool.install(|| {
+                    gemm_into(
+                        (m, k, n),
+                        &mut d16,
+                        black_box(&a16),
+                        black_box(&b16),
+                        f16::ZERO,
+                        f16::ONE,
+                        par,
+                    )
+                })
+            });
         }
     }
     g.finish();

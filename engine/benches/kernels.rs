@@ -5,11 +5,11 @@ mod common;
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::backend::{BinaryOp, ReduceOp};
 use engine::{Backend, CpuBackend, Tensor};
 
-use common::{FLOAT_DTYPES, elem_bytes, tensor};
+use common::{FLOAT_DTYPES, elem_bytes, group, tensor};
 
 /// (name, shape) of the elementwise and reduction inputs: L1-resident, L2-resident and
 /// memory-bound sizes.
@@ -26,14 +26,14 @@ const TABLE: [usize; 2] = [8192, 576];
 
 fn add(c: &mut Criterion) {
     let cpu = CpuBackend::new(1).expect("cpu backend");
-    let mut g = c.benchmark_group("add");
+    let mut g = group(c, "add");
     for (dtype, dname) in FLOAT_DTYPES {
         for (sname, shape) in SIZES {
             let a = tensor(dtype, &shape, 1);
             let b = tensor(dtype, &shape, 2);
             g.throughput(Throughput::Elements((shape[0] * shape[1]) as u64));
-            g.bench_function(BenchmarkId::new(dname, sname), |bench| {
-                bench.iter(|| cpu.binary(BinaryOp::Add, black_box(&a), black_box(&b)))
+            g.bench(dname, sname, || {
+                cpu.binary(BinaryOp::Add, black_box(&a), black_box(&b))
             });
         }
     }
@@ -42,7 +42,7 @@ fn add(c: &mut Criterion) {
 
 fn gather(c: &mut Criterion) {
     let cpu = CpuBackend::new(1).expect("cpu backend");
-    let mut g = c.benchmark_group("gather");
+    let mut g = group(c, "gather");
     for (dtype, dname) in FLOAT_DTYPES {
         let table = tensor(dtype, &TABLE, 3);
         for (sname, rows) in GATHER_ROWS {
@@ -53,8 +53,8 @@ fn gather(c: &mut Criterion) {
             g.throughput(Throughput::Bytes(
                 rows as u64 * TABLE[1] as u64 * elem_bytes(dtype),
             ));
-            g.bench_function(BenchmarkId::new(dname, sname), |bench| {
-                bench.iter(|| cpu.gather(black_box(&table), black_box(&ids), 0))
+            g.bench(dname, sname, || {
+                cpu.gather(black_box(&table), black_box(&ids), 0)
             });
         }
     }
@@ -63,13 +63,13 @@ fn gather(c: &mut Criterion) {
 
 fn reduce_mean(c: &mut Criterion) {
     let cpu = CpuBackend::new(1).expect("cpu backend");
-    let mut g = c.benchmark_group("reduce_mean");
+    let mut g = group(c, "reduce_mean");
     for (dtype, dname) in FLOAT_DTYPES {
         for (sname, shape) in SIZES {
             let x = tensor(dtype, &shape, 4);
             g.throughput(Throughput::Elements((shape[0] * shape[1]) as u64));
-            g.bench_function(BenchmarkId::new(dname, sname), |bench| {
-                bench.iter(|| cpu.reduce(ReduceOp::Mean, black_box(&x), &[1], true))
+            g.bench(dname, sname, || {
+                cpu.reduce(ReduceOp::Mean, black_box(&x), &[1], true)
             });
         }
     }

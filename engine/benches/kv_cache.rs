@@ -8,7 +8,7 @@
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::DType;
 use engine::kv_cache::{KvLayout, PagePool, PoolConfig};
 
@@ -36,23 +36,18 @@ fn pool() -> PagePool {
 }
 
 fn kv_cache(c: &mut Criterion) {
-    let mut g = c.benchmark_group("kv_cache");
+    let mut g = common::group(c, "kv_cache");
 
     let tokens = 512;
     let mut p = pool();
     g.throughput(Throughput::Elements((tokens / PAGE_TOKENS) as u64));
-    g.bench_function(
-        BenchmarkId::new("alloc_dealloc_pages", format!("{tokens}_tokens")),
-        |b| {
-            b.iter(|| {
-                let s = p.alloc_sequence().expect("sequence");
-                for n in (PAGE_TOKENS..=tokens).step_by(PAGE_TOKENS) {
-                    p.reserve(s, black_box(n)).expect("reserve");
-                }
-                p.free_sequence(s).expect("free")
-            })
-        },
-    );
+    g.bench("alloc_dealloc_pages", format!("{tokens}_tokens"), || {
+        let s = p.alloc_sequence().expect("sequence");
+        for n in (PAGE_TOKENS..=tokens).step_by(PAGE_TOKENS) {
+            p.reserve(s, black_box(n)).expect("reserve");
+        }
+        p.free_sequence(s).expect("free")
+    });
 
     let context = 256;
     let mut p = pool();
@@ -69,23 +64,18 @@ fn kv_cache(c: &mut Criterion) {
     let refs: Vec<_> = present.iter().map(|(k, v)| (k, v)).collect();
     p.append(s, &refs, 0..context).expect("prefill");
     g.throughput(Throughput::Elements(context as u64));
-    g.bench_function(
-        BenchmarkId::new("append_gather_step", format!("{context}_tokens")),
-        |b| {
-            b.iter(|| {
-                // Append token `context`, gather all layers, then drop the token again so every
-                // iteration sees the same length.
-                p.append(s, &refs, context..context + 1).expect("append");
-                let mut bytes = 0usize;
-                for l in 0..LAYOUT.layers {
-                    let (k, v) = p.gather(s, l).expect("gather");
-                    bytes += k.numel() + v.numel();
-                }
-                p.truncate(s, context).expect("truncate");
-                bytes
-            })
-        },
-    );
+    g.bench("append_gather_step", format!("{context}_tokens"), || {
+        // Append token `context`, gather all layers, then drop the token again so every
+        // iteration sees the same length.
+        p.append(s, &refs, context..context + 1).expect("append");
+        let mut bytes = 0usize;
+        for l in 0..LAYOUT.layers {
+            let (k, v) = p.gather(s, l).expect("gather");
+            bytes += k.numel() + v.numel();
+        }
+        p.truncate(s, context).expect("truncate");
+        bytes
+    });
     g.finish();
 }
 

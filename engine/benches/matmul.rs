@@ -7,16 +7,16 @@ mod common;
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::{Backend, CpuBackend};
 
-use common::{FLOAT_DTYPES, all_cores, tensor};
+use common::{FLOAT_DTYPES, all_cores, group, tensor};
 
 /// (m, k, n): one decode step's projection, a 32-token prompt, a 32-token prompt at 2× width.
 pub const SHAPES: [(usize, usize, usize); 3] = [(1, 256, 256), (32, 512, 512), (32, 1024, 1024)];
 
 fn matmul(c: &mut Criterion) {
-    let mut g = c.benchmark_group("matmul");
+    let mut g = group(c, "matmul");
     let mut threads = vec![1];
     if all_cores() > 1 {
         threads.push(all_cores());
@@ -28,10 +28,9 @@ fn matmul(c: &mut Criterion) {
                 let a = tensor(dtype, &[m, k], 5);
                 let b = tensor(dtype, &[k, n], 6);
                 g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
-                g.bench_function(
-                    BenchmarkId::new(format!("{dname}_t{t}"), format!("{m}x{k}x{n}")),
-                    |bench| bench.iter(|| cpu.matmul(black_box(&a), black_box(&b))),
-                );
+                g.bench(format!("{dname}_t{t}"), format!("{m}x{k}x{n}"), || {
+                    cpu.matmul(black_box(&a), black_box(&b))
+                });
             }
         }
     }

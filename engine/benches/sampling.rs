@@ -8,9 +8,11 @@
 //! Processors write into the logits, so each iteration gets a fresh copy, made outside the timed
 //! region (`iter_batched_ref`). Throughput: vocabulary entries.
 
+mod common;
+
 use std::hint::black_box;
 
-use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::sampling::{History, Sampler, SamplingConfig};
 
 const VOCAB: usize = 49152;
@@ -34,7 +36,7 @@ fn history() -> History {
 fn sampling(c: &mut Criterion) {
     let logits = logits();
     let history = history();
-    let mut g = c.benchmark_group("sampling_latency");
+    let mut g = common::group(c, "sampling_latency");
     g.throughput(Throughput::Elements(VOCAB as u64));
     let configs: [(&str, SamplingConfig); 4] = [
         ("greedy_per_token", SamplingConfig::default()),
@@ -65,17 +67,16 @@ fn sampling(c: &mut Criterion) {
     ];
     for (name, cfg) in configs {
         let mut sampler = Sampler::new(&cfg).expect("sampler");
-        g.bench_function(BenchmarkId::new(name, VOCAB), |b| {
-            b.iter_batched_ref(
-                || logits.clone(),
-                |l| sampler.next_token(black_box(l), &history).expect("token"),
-                BatchSize::SmallInput,
-            )
-        });
+        g.bench_with_setup(
+            name,
+            VOCAB,
+            || logits.clone(),
+            |l| sampler.next_token(black_box(l), &history).expect("token"),
+        );
     }
     g.finish();
 
-    let mut g = c.benchmark_group("logit_processing");
+    let mut g = common::group(c, "logit_processing");
     g.throughput(Throughput::Elements(VOCAB as u64));
     let cfg = SamplingConfig {
         repetition_penalty: Some(1.1),
@@ -90,15 +91,11 @@ fn sampling(c: &mut Criterion) {
     };
     let mut chain = cfg.build_chain().expect("chain");
     assert_eq!(chain.len(), 7, "the chain is {:?}", chain.names());
-    g.bench_function(
-        BenchmarkId::new("seven_processor_chain_per_step", VOCAB),
-        |b| {
-            b.iter_batched_ref(
-                || logits.clone(),
-                |l| chain.process(black_box(l), &history),
-                BatchSize::SmallInput,
-            )
-        },
+    g.bench_with_setup(
+        "seven_processor_chain_per_step",
+        VOCAB,
+        || logits.clone(),
+        |l| chain.process(black_box(l), &history),
     );
     g.finish();
 }

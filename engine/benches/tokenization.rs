@@ -5,9 +5,11 @@
 //! base/head comparison never mixes the two. Throughput: bytes of text for encode, tokens for
 //! decode.
 
+mod common;
+
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::DType;
 use engine::convert::{cache_dir, smollm2_dir};
 use engine::text::TextCodec;
@@ -46,14 +48,14 @@ fn tokenizer() -> (TextCodec, &'static str, Option<tempfile::TempDir>) {
 fn tokenization(c: &mut Criterion) {
     let (codec, name, _keep) = tokenizer();
     let ids = codec.encode(TEXT).expect("encode");
-    let mut g = c.benchmark_group("tokenization");
+    let mut g = common::group(c, "tokenization");
     g.throughput(Throughput::Bytes(TEXT.len() as u64));
-    g.bench_function(BenchmarkId::new("encode", name), |b| {
-        b.iter(|| codec.encode(black_box(TEXT)).expect("encode"))
+    g.bench("encode", name, || {
+        codec.encode(black_box(TEXT)).expect("encode")
     });
     g.throughput(Throughput::Elements(ids.len() as u64));
-    g.bench_function(BenchmarkId::new("decode", name), |b| {
-        b.iter(|| codec.decode(black_box(&ids)).expect("decode"))
+    g.bench("decode", name, || {
+        codec.decode(black_box(&ids)).expect("decode")
     });
     g.finish();
 }

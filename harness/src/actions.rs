@@ -223,6 +223,7 @@ mod tests {
                 profile: None,
                 replay: None,
                 policy: None,
+                sampling: None,
             },
             rounds: vec![],
             outcome: Results::decide(&benches, &[]),

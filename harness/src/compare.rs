@@ -726,7 +726,27 @@ fn method(
         profile,
         replay: None,
         policy: Some(policy.clone()),
+        sampling: None,
     }
+}
+
+/// `Method.sampling`: paired or criterion runs, and the bench targets that fell back.
+fn describe_sampling(paired: bool, unpaired: &BTreeMap<String, String>) -> String {
+    if !paired {
+        return "criterion runs: one per benchmark and side (criterion.paired: false)".into();
+    }
+    let mut s = "paired: both sides serve each benchmark and its samples alternate ABBA, \
+                 about measurement / sample_size apart (harness/src/serve.rs)"
+        .to_string();
+    if !unpaired.is_empty() {
+        let list: Vec<String> = unpaired
+            .iter()
+            .map(|(t, why)| format!("{t} ({why})"))
+            .collect();
+        s.push_str("; criterion runs for ");
+        s.push_str(&list.join(", "));
+    }
+    s
 }
 
 fn build_side(
@@ -793,6 +813,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut failures = Vec::new();
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
+    let mut sampling = None;
     if !targets.is_empty() {
         let base_exes = build_side(
             "base",
@@ -818,6 +839,12 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             let (r, b) = measure_benches(
                 opts, &plan, base_exes, head_exes, policy, rounds, &criterion, &profile, progress,
             );
+            for (t, why) in &r.unpaired {
+                progress.stage(&format!(
+                    "bench target {t}: criterion runs, not paired: {why}"
+                ));
+            }
+            sampling = Some(describe_sampling(criterion.paired, &r.unpaired));
             failures.extend(r.failures);
             round_infos = r.rounds;
             benches = b;
@@ -922,7 +949,10 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         base,
         head,
         host,
-        method: method(policy, rounds, &criterion, profile_desc),
+        method: Method {
+            sampling,
+            ..method(policy, rounds, &criterion, profile_desc)
+        },
         rounds: round_infos,
         benches,
         failures,
@@ -975,6 +1005,8 @@ fn measure_benches(
         args: criterion.args(),
         work_dir: work_dir.clone(),
         on_line: Box::new(|_| {}),
+        pair: criterion.paired.then(|| criterion.pair_settings()),
+        serves: BTreeMap::new(),
     };
     let r = measure_and_decide(
         &mut m,
@@ -1122,6 +1154,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
             profile: None,
             replay: None,
             policy: Some(opts.config.policy.clone()),
+            sampling: None,
         },
         rounds: Vec::new(),
         benches: Vec::new(),
@@ -1187,6 +1220,8 @@ pub fn calibrate(
             args: criterion.args(),
             work_dir: work_dir.clone(),
             on_line: Box::new(|_| {}),
+            pair: criterion.paired.then(|| criterion.pair_settings()),
+            serves: BTreeMap::new(),
         };
         let mut collected = Collected::default();
         run_rounds(

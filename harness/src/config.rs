@@ -54,6 +54,11 @@ pub struct CriterionSettings {
     pub sample_size: u32,
     #[serde(default = "default_nresamples")]
     pub nresamples: u32,
+    /// Measure each benchmark on both sides at once, sample by sample (harness/src/serve.rs),
+    /// with the same warm-up, measurement time and sample count; criterion runs are used for a
+    /// bench target either side cannot serve. `false`: criterion runs only.
+    #[serde(default = "default_paired")]
+    pub paired: bool,
 }
 
 fn default_warm_up() -> f64 {
@@ -68,6 +73,9 @@ fn default_sample_size() -> u32 {
 fn default_nresamples() -> u32 {
     1000
 }
+fn default_paired() -> bool {
+    true
+}
 
 impl Default for CriterionSettings {
     fn default() -> Self {
@@ -76,11 +84,21 @@ impl Default for CriterionSettings {
             measurement_s: default_measurement(),
             sample_size: default_sample_size(),
             nresamples: default_nresamples(),
+            paired: default_paired(),
         }
     }
 }
 
 impl CriterionSettings {
+    /// Warm-up, measurement and sample count of a paired round (harness/src/serve.rs).
+    pub fn pair_settings(&self) -> crate::serve::PairSettings {
+        crate::serve::PairSettings {
+            warm_up: std::time::Duration::from_secs_f64(self.warm_up_s),
+            measurement: std::time::Duration::from_secs_f64(self.measurement_s),
+            samples: self.sample_size,
+        }
+    }
+
     /// The arguments passed to every criterion executable of a round.
     pub fn args(&self) -> Vec<String> {
         vec![

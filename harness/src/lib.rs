@@ -19,4 +19,5 @@ pub mod post;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod serve;
 pub mod stats;

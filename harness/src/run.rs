@@ -27,6 +27,7 @@ use crate::build::{BenchExes, LOG_TAIL_LINES, tail};
 use crate::criterion::{Measured, read_run};
 use crate::host;
 use crate::results::{Failure, RawSample, RoundInfo, Throughput};
+use crate::serve::PairSettings;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Side {
@@ -77,6 +78,29 @@ pub trait Measurer {
     fn bench_ids(&self, _side: Side, _target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
         None
     }
+    /// Whether this side's target can serve paired samples ([`crate::serve`]); `Err` says why
+    /// not (its benchmarks are then measured with criterion runs on both sides).
+    fn can_pair(&mut self, _side: Side, _target: &str) -> Result<(), String> {
+        Err("this measurer has no paired sampling".into())
+    }
+    /// Measures benchmark `id` of `target` on both sides at once, `order[0]` first, paired
+    /// sample by sample. Only called when [`Measurer::can_pair`] said yes for both sides.
+    fn measure_pair(
+        &mut self,
+        target: &str,
+        id: &str,
+        order: [Side; 2],
+        round: u32,
+    ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+        let _ = (target, id, round);
+        Err((
+            order[0],
+            RunFailure {
+                message: "this measurer has no paired sampling".into(),
+                log_tail: Vec::new(),
+            },
+        ))
+    }
 }
 
 /// The real measurer: runs criterion executables with the round's short settings.
@@ -89,6 +113,10 @@ pub struct CriterionMeasurer {
     pub work_dir: PathBuf,
     /// Where the executable's stderr lines go (progress), besides the failure tail.
     pub on_line: Box<dyn Fn(&str)>,
+    /// Paired sampling's settings, or None for criterion runs only (`criterion.paired: false`).
+    pub pair: Option<PairSettings>,
+    /// Per side and target, whether its executable serves paired samples (probed once).
+    pub serves: BTreeMap<(Side, String), Result<(), String>>,
 }
 
 impl CriterionMeasurer {
@@ -111,6 +139,60 @@ impl Measurer for CriterionMeasurer {
         // An executable that lists nothing may be broken: run it whole, so that its failure is
         // reported, rather than skip it.
         (!ids.is_empty()).then_some(ids)
+    }
+
+    fn can_pair(&mut self, side: Side, target: &str) -> Result<(), String> {
+        if self.pair.is_none() {
+            return Err("paired sampling is off (criterion.paired: false)".into());
+        }
+        if let Some(r) = self.serves.get(&(side, target.to_string())) {
+            return r.clone();
+        }
+        let exe = self.exes(side).by_target.get(target).cloned();
+        let first = exe
+            .as_deref()
+            .and_then(|e| crate::compare::list_ids(e, None).into_iter().next());
+        let r = match (exe, first) {
+            (Some(exe), Some(id)) if crate::serve::serves(&exe, &id) => Ok(()),
+            (Some(_), Some(_)) => Err(format!(
+                "the {} executable does not serve paired samples (its revision predates them)",
+                side.name()
+            )),
+            _ => Err(format!("the {} side lists no benchmarks", side.name())),
+        };
+        self.serves.insert((side, target.to_string()), r.clone());
+        r
+    }
+
+    fn measure_pair(
+        &mut self,
+        target: &str,
+        id: &str,
+        order: [Side; 2],
+        round: u32,
+    ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+        let missing = |side: Side| {
+            (
+                side,
+                RunFailure {
+                    message: format!("{} has no bench target {target:?}", side.name()),
+                    log_tail: Vec::new(),
+                },
+            )
+        };
+        let settings = self.pair.ok_or_else(|| missing(order[0]))?;
+        let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
+        let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
+        match crate::serve::measure_pair(exes, id, &settings, round) {
+            Ok([a, b]) => Ok([(order[0], a), (order[1], b)]),
+            Err(f) => Err((
+                order[f.which],
+                RunFailure {
+                    message: f.message,
+                    log_tail: f.log_tail,
+                },
+            )),
+        }
     }
 
     fn measure(
@@ -207,6 +289,9 @@ pub struct Collected {
     pub failures: Vec<Failure>,
     /// (side, target) pairs that failed to run: not run again, their benchmarks become ⛔.
     pub failed_targets: Vec<(Side, String)>,
+    /// Bench targets measured with criterion runs although paired sampling was asked for, and
+    /// why (the first reason met).
+    pub unpaired: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -224,47 +309,86 @@ pub struct TargetPlan {
     pub filter: Option<String>,
 }
 
+/// One run of a round: a bench target and the filter to pass it, the label for progress lines
+/// (the benchmark id, or the target when run whole), and the benchmark id when both sides list
+/// it (only such a unit can be measured paired).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unit {
+    pub plan: TargetPlan,
+    pub label: String,
+    pub on_both: Option<String>,
+}
+
 /// The runs of one round, in order: each plan entry split into one exact filter per benchmark
 /// (the union of both sides' ids, base's order first, so a benchmark only one side has is still
-/// measured there), or the entry whole when a side cannot list its benchmarks. Each unit comes
-/// with its label for progress lines: the benchmark id, or the target when run whole.
-pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<(TargetPlan, String)> {
+/// measured there), or the entry whole when a side cannot list its benchmarks.
+pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<Unit> {
     let mut units = Vec::new();
     for tp in plan {
         let mut ids: Vec<String> = Vec::new();
+        let mut per_side: Vec<Vec<String>> = Vec::new();
         let mut listed = true;
         for side in [Side::Base, Side::Head] {
             if !m.has_target(side, &tp.target) {
+                per_side.push(Vec::new());
                 continue;
             }
             match m.bench_ids(side, &tp.target, tp.filter.as_deref()) {
                 Some(l) => {
-                    for id in l {
-                        if !ids.contains(&id) {
-                            ids.push(id);
+                    for id in &l {
+                        if !ids.contains(id) {
+                            ids.push(id.clone());
                         }
                     }
+                    per_side.push(l);
                 }
                 None => listed = false,
             }
         }
         if listed && !ids.is_empty() {
             units.extend(ids.into_iter().map(|id| {
-                let unit = TargetPlan {
+                let plan = TargetPlan {
                     target: tp.target.clone(),
                     filter: Some(crate::criterion::exact_filter(&[id.as_str()])),
                 };
-                (unit, id)
+                let on_both = per_side.iter().all(|l| l.contains(&id)).then(|| id.clone());
+                Unit {
+                    plan,
+                    label: id,
+                    on_both,
+                }
             }));
         } else {
-            units.push((tp.clone(), tp.target.clone()));
+            units.push(Unit {
+                plan: tp.clone(),
+                label: tp.target.clone(),
+                on_both: None,
+            });
         }
     }
     units
 }
 
+/// Whether `unit` is measured paired: both sides list its benchmark and both serve paired
+/// samples. The reason a target is not is noted once in `into.unpaired`.
+fn pairs(m: &mut dyn Measurer, unit: &Unit, into: &mut Collected) -> bool {
+    if unit.on_both.is_none() {
+        return false;
+    }
+    let target = &unit.plan.target;
+    for side in [Side::Base, Side::Head] {
+        if let Err(why) = m.can_pair(side, target) {
+            into.unpaired.entry(target.clone()).or_insert(why);
+            return false;
+        }
+    }
+    true
+}
+
 /// Runs rounds `first..first + count` of `plan`, adding to `into`, one benchmark at a time
-/// ([`interleave_units`]). `progress(done, total, what)` is called before each executable runs.
+/// ([`interleave_units`]): paired when both sides can ([`crate::serve`]), else one criterion
+/// run per side. `progress(done, total, what)` is called before each benchmark (or each side's
+/// run of it).
 pub fn run_rounds(
     m: &mut dyn Measurer,
     plan: &[TargetPlan],
@@ -274,8 +398,14 @@ pub fn run_rounds(
     into: &mut Collected,
     progress: &mut dyn FnMut(u64, u64, &str),
 ) {
-    let plan = interleave_units(m, plan);
-    let total = count as u64 * plan.len() as u64 * 2;
+    let units: Vec<(Unit, bool)> = interleave_units(m, plan)
+        .into_iter()
+        .map(|u| {
+            let paired = pairs(m, &u, into);
+            (u, paired)
+        })
+        .collect();
+    let total = count as u64 * units.len() as u64 * 2;
     let mut done = 0u64;
     for r in first..first + count {
         let started = Instant::now();
@@ -285,42 +415,50 @@ pub fn run_rounds(
             .unwrap_or(0.0);
         let load_avg = host::load_avg();
         let order = round_order(r);
-        for (tp, what) in &plan {
+        for (unit, paired) in &units {
+            let tp = &unit.plan;
+            let failed = |into: &Collected, side: Side| {
+                into.failed_targets
+                    .iter()
+                    .any(|(s, t)| *s == side && *t == tp.target)
+            };
+            if let (true, Some(id)) = (*paired, &unit.on_both) {
+                progress(
+                    done,
+                    total,
+                    &format!("round {} paired {}", r + 1, unit.label),
+                );
+                done += 2;
+                if failed(into, Side::Base) || failed(into, Side::Head) {
+                    continue;
+                }
+                match m.measure_pair(&tp.target, id, order, r) {
+                    Ok(both) => {
+                        for (side, ms) in both {
+                            record(into, &tp.target, side, ms);
+                        }
+                    }
+                    Err((side, f)) => fail(into, side, &tp.target, f),
+                }
+                continue;
+            }
             for side in order {
                 progress(
                     done,
                     total,
-                    &format!("round {} {} {what}", r + 1, side.name()),
+                    &format!("round {} {} {}", r + 1, side.name(), unit.label),
                 );
                 done += 1;
-                let failed = into
-                    .failed_targets
-                    .iter()
-                    .any(|(s, t)| *s == side && *t == tp.target);
-                if failed || !m.has_target(side, &tp.target) {
+                if failed(into, side) || !m.has_target(side, &tp.target) {
                     continue;
                 }
                 match m.measure(side, &tp.target, tp.filter.as_deref(), r) {
                     Ok(measured) => {
-                        for (id, ms) in measured {
-                            let e = into.benches.entry(id).or_default();
-                            e.target = tp.target.clone();
-                            e.throughput = e.throughput.or(ms.throughput);
-                            match side {
-                                Side::Base => e.base.push(ms.sample),
-                                Side::Head => e.head.push(ms.sample),
-                            }
+                        for (_, ms) in measured {
+                            record(into, &tp.target, side, ms);
                         }
                     }
-                    Err(f) => {
-                        into.failed_targets.push((side, tp.target.clone()));
-                        into.failures.push(Failure {
-                            side: side.name().into(),
-                            stage: "run".into(),
-                            message: format!("bench target {}: {}", tp.target, f.message),
-                            log_tail: f.log_tail,
-                        });
-                    }
+                    Err(f) => fail(into, side, &tp.target, f),
                 }
             }
         }
@@ -336,6 +474,27 @@ pub fn run_rounds(
     progress(total, total, "done");
 }
 
+fn record(into: &mut Collected, target: &str, side: Side, ms: Measured) {
+    let e = into.benches.entry(ms.id).or_default();
+    e.target = target.to_string();
+    e.throughput = e.throughput.or(ms.throughput);
+    match side {
+        Side::Base => e.base.push(ms.sample),
+        Side::Head => e.head.push(ms.sample),
+    }
+}
+
+/// A side's target failed: recorded once, and not run again.
+fn fail(into: &mut Collected, side: Side, target: &str, f: RunFailure) {
+    into.failed_targets.push((side, target.to_string()));
+    into.failures.push(Failure {
+        side: side.name().into(),
+        stage: "run".into(),
+        message: format!("bench target {target}: {}", f.message),
+        log_tail: f.log_tail,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +508,10 @@ mod tests {
         listable: bool,
         /// The filters `measure` was given, in order.
         filters: Vec<Option<String>>,
+        /// Whether each side serves paired samples (`Err`: why not); None: no pairing at all.
+        serve: Option<[Result<(), String>; 2]>,
+        /// `measure_pair` calls: (id, order, round).
+        pairs: Vec<(String, [Side; 2], u32)>,
     }
 
     fn scripted(ids: Vec<&'static str>, fail: Option<(Side, u32)>, listable: bool) -> Scripted {
@@ -358,6 +521,22 @@ mod tests {
             fail,
             listable,
             filters: Vec::new(),
+            serve: None,
+            pairs: Vec::new(),
+        }
+    }
+
+    fn sample(id: &str, side: Side, round: u32, mode: &str) -> Measured {
+        let ns = if side == Side::Head { 200.0 } else { 100.0 };
+        Measured {
+            id: id.to_string(),
+            throughput: None,
+            sample: RawSample {
+                round,
+                sampling_mode: mode.into(),
+                iters: vec![1.0],
+                times_ns: vec![ns],
+            },
         }
     }
 
@@ -395,23 +574,24 @@ mod tests {
             Ok(self
                 .matching(filter)
                 .into_iter()
-                .map(|id| {
-                    let ns = if side == Side::Head { 200.0 } else { 100.0 };
-                    (
-                        id.to_string(),
-                        Measured {
-                            id: id.to_string(),
-                            throughput: None,
-                            sample: RawSample {
-                                round,
-                                sampling_mode: "flat".into(),
-                                iters: vec![1.0],
-                                times_ns: vec![ns],
-                            },
-                        },
-                    )
-                })
+                .map(|id| (id.to_string(), sample(id, side, round, "flat")))
                 .collect())
+        }
+        fn can_pair(&mut self, side: Side, _: &str) -> Result<(), String> {
+            match &self.serve {
+                None => Err("no pairing".into()),
+                Some(s) => s[side as usize].clone(),
+            }
+        }
+        fn measure_pair(
+            &mut self,
+            _: &str,
+            id: &str,
+            order: [Side; 2],
+            round: u32,
+        ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+            self.pairs.push((id.to_string(), order, round));
+            Ok(order.map(|side| (side, sample(id, side, round, "paired"))))
         }
     }
 
@@ -490,5 +670,57 @@ mod tests {
         run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, _| {});
         assert_eq!(m.filters, vec![None; 4]);
         assert_eq!(c.benches["a/y"].base.len(), 2);
+    }
+
+    #[test]
+    fn each_benchmark_is_measured_paired_when_both_sides_serve() {
+        let mut m = scripted(vec!["a/x", "a/y"], None, true);
+        m.serve = Some([Ok(()), Ok(())]);
+        let plan = [TargetPlan {
+            target: "a".into(),
+            filter: None,
+        }];
+        let mut c = Collected::default();
+        let mut whats = Vec::new();
+        run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, w| {
+            whats.push(w.to_string())
+        });
+        assert!(m.calls.is_empty(), "no criterion run: {:?}", m.calls);
+        use Side::*;
+        let pairs: Vec<(&str, [Side; 2], u32)> = m
+            .pairs
+            .iter()
+            .map(|(i, o, r)| (i.as_str(), *o, *r))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("a/x", [Base, Head], 0),
+                ("a/y", [Base, Head], 0),
+                ("a/x", [Head, Base], 1),
+                ("a/y", [Head, Base], 1)
+            ]
+        );
+        assert_eq!(whats[1], "round 1 paired a/y");
+        assert_eq!(c.benches["a/y"].head.len(), 2);
+        assert_eq!(c.benches["a/y"].head[1].times_ns, vec![200.0]);
+        assert_eq!(c.benches["a/y"].base[1].sampling_mode, "paired");
+        assert!(c.unpaired.is_empty());
+    }
+
+    #[test]
+    fn a_side_that_cannot_serve_gets_criterion_runs_on_both_sides_and_the_reason_is_kept() {
+        let mut m = scripted(vec!["a/x"], None, true);
+        m.serve = Some([Ok(()), Err("the head predates it".into())]);
+        let plan = [TargetPlan {
+            target: "a".into(),
+            filter: None,
+        }];
+        let mut c = Collected::default();
+        run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, _| {});
+        assert!(m.pairs.is_empty());
+        assert_eq!(m.calls.len(), 4);
+        assert_eq!(c.unpaired["a"], "the head predates it");
+        assert_eq!(c.benches["a/x"].base[0].sampling_mode, "flat");
     }
 }

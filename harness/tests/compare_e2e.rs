@@ -296,6 +296,22 @@ fn compare_end_to_end_on_a_throwaway_repository() {
         "2x slower measured as {c:?}"
     );
     assert!(slow.confirmed, "a 🔴 needs confirmation rounds");
+    // Measured paired, sample by sample: the fixture's bench serves the protocol.
+    let sampling = r.method.sampling.as_deref().unwrap_or_default();
+    assert!(
+        sampling.starts_with("paired") && !sampling.contains("criterion runs for"),
+        "{sampling}"
+    );
+    assert!(
+        slow.base
+            .as_ref()
+            .unwrap()
+            .samples
+            .iter()
+            .all(|s| s.sampling_mode == "paired"),
+        "{:?}",
+        slow.base
+    );
     assert_eq!(r.outcome, Outcome::Fail);
     assert_eq!(code, 1);
     assert_eq!(r.base.sha, base);

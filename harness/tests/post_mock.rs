@@ -73,6 +73,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
             profile: None,
             replay: None,
             policy: None,
+            sampling: None,
         },
         rounds: vec![],
         benches,

@@ -1,6 +1,10 @@
 //! Inputs shared by the benches: deterministic tensors in each float dtype.
 #![allow(dead_code)]
 
+mod group;
+
+pub use group::group;
+
 use engine::{DType, Data, Tensor};
 use half::{bf16, f16};
 

@@ -75,6 +75,7 @@ fn method(profile: Option<&str>) -> Method {
         profile: profile.map(Into::into),
         replay: None,
         policy: None,
+        sampling: Some("paired: both sides serve each benchmark; criterion runs for decode (the base executable does not serve paired samples)".into()),
     }
 }
 

@@ -492,6 +492,9 @@ fn method(results: &Results) -> String {
     } else {
         code(&m.criterion_args.join(" "))
     };
+    if let Some(s) = &m.sampling {
+        let _ = writeln!(body, "- **Sampling:** {}", escape(s));
+    }
     let _ = writeln!(body, "- **Criterion arguments per round:** {args}");
     let _ = writeln!(
         body,

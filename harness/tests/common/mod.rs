@@ -1,6 +1,7 @@
 //! The throwaway criterion crate the end-to-end test (`compare_e2e`: compare, calibrate and the
 //! pre-push hook) commits into its fixture repository: three benches `work/{slow,fast,same}/x`
-//! whose cost is set by constants in `src/lib.rs`.
+//! whose cost is set by constants in `src/lib.rs`. They also serve paired samples, as the
+//! engine's benches do, so the comparisons run paired.
 #![allow(dead_code)]
 
 pub const CARGO_TOML: &str = r#"[package]
@@ -24,11 +25,38 @@ debug = false
 
 pub const BENCH: &str = r#"use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
+use std::io::{BufRead, Write};
+
+/// The harness's serve protocol (paired sampling; engine/benches/common/group.rs), inline.
+fn serve(id: &str, n: u64) -> ! {
+    let mut out = std::io::stdout();
+    writeln!(out, "harness-serve ready {id}").unwrap();
+    out.flush().unwrap();
+    for line in std::io::stdin().lock().lines() {
+        let iters: u64 = line.unwrap().trim().parse().unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            black_box(fixture::spin(black_box(n)));
+        }
+        writeln!(out, "harness-serve {iters} {}", t.elapsed().as_nanos()).unwrap();
+        out.flush().unwrap();
+    }
+    std::process::exit(0)
+}
 
 fn work(c: &mut Criterion) {
+    let serving = std::env::var("HARNESS_BENCH_SERVE").ok();
     let mut g = c.benchmark_group("work");
     for (name, n) in [("slow", fixture::SLOW), ("fast", fixture::FAST), ("same", fixture::SAME)] {
-        g.bench_function(BenchmarkId::new(name, "x"), |b| b.iter(|| fixture::spin(black_box(n))));
+        match &serving {
+            Some(id) if *id == format!("work/{name}/x") => serve(id, n),
+            Some(_) => {}
+            None => {
+                g.bench_function(BenchmarkId::new(name, "x"), |b| {
+                    b.iter(|| fixture::spin(black_box(n)))
+                });
+            }
+        }
     }
     g.finish();
 }

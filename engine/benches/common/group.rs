@@ -1,0 +1,183 @@
+//! A benchmark group that either criterion measures (`cargo bench`, the harness's criterion
+//! rounds) or that **serves timed samples of one benchmark** to the harness (paired rounds).
+//!
+//! Paired rounds (harness/STATS.md, "Paired sampling") need base and head to alternate sample by
+//! sample: this machine's speed drifts on a scale of a second, so two measurements of the same
+//! code one second apart differ by about 11 % (sd of the log ratio), 60 ms apart by about 3 %.
+//! Criterion cannot alternate two processes, so under `HARNESS_BENCH_SERVE=<full id>` the bench
+//! executable does not run criterion at all: it builds its inputs as usual, and at the benchmark
+//! with that id it serves this protocol on stdin/stdout, then exits:
+//!
+//! ```text
+//! exe  -> harness   harness-serve ready <id> [bytes|elements <per iteration>]
+//! harness -> exe    <n>                  run n iterations, timed as criterion's `iter` does
+//! exe  -> harness   harness-serve <n> <elapsed ns>
+//! …                                      until stdin closes: the process exits 0
+//! ```
+//!
+//! Both processes of a pair stay alive for the whole benchmark; the one not being asked is blocked
+//! on its stdin, so it takes no CPU from the one measuring. A process that reaches the end of its
+//! groups without meeting the id prints nothing and exits: the harness reports the id as missing.
+//! Ids are criterion's (`group/function/parameter`), so both modes name benchmarks alike.
+
+use std::fmt::Display;
+use std::hint::black_box;
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+
+/// The environment variable that selects serve mode and names the benchmark to serve.
+pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
+/// Prefix of every protocol line the executable writes (criterion may write other lines).
+pub const PREFIX: &str = "harness-serve";
+
+/// A criterion benchmark group, or in serve mode the lookout for the one benchmark to serve.
+pub struct Group<'a> {
+    name: String,
+    mode: Mode<'a>,
+    /// The throughput set last, announced when serving (criterion writes it to its own files).
+    throughput: Option<Throughput>,
+}
+
+enum Mode<'a> {
+    Criterion(BenchmarkGroup<'a, WallTime>),
+    Serve(String),
+}
+
+/// `c.benchmark_group(name)`, or in serve mode a group that criterion never sees.
+pub fn group<'a>(c: &'a mut Criterion, name: &str) -> Group<'a> {
+    let mode = match std::env::var(SERVE_ENV) {
+        Ok(id) => Mode::Serve(id),
+        Err(_) => Mode::Criterion(c.benchmark_group(name)),
+    };
+    Group {
+        name: name.to_string(),
+        mode,
+        throughput: None,
+    }
+}
+
+impl Group<'_> {
+    /// The throughput of the benchmarks added next.
+    pub fn throughput(&mut self, t: Throughput) {
+        if let Mode::Criterion(g) = &mut self.mode {
+            g.throughput(t.clone());
+        }
+        self.throughput = Some(t);
+    }
+
+    /// What `ready` says after the id: the throughput per iteration, when it is one the harness
+    /// reports.
+    fn announce(&self) -> String {
+        match self.throughput {
+            Some(Throughput::Bytes(n) | Throughput::BytesDecimal(n)) => format!(" bytes {n}"),
+            Some(Throughput::Elements(n)) => format!(" elements {n}"),
+            _ => String::new(),
+        }
+    }
+
+    /// Benchmark `routine` as `group/function/parameter` (criterion's `iter`).
+    pub fn bench<O>(
+        &mut self,
+        function: impl Display,
+        parameter: impl Display,
+        mut routine: impl FnMut() -> O,
+    ) {
+        let announce = self.announce();
+        match &mut self.mode {
+            Mode::Criterion(g) => {
+                g.bench_function(BenchmarkId::new(function.to_string(), parameter), |b| {
+                    b.iter(&mut routine)
+                });
+            }
+            Mode::Serve(id) => {
+                if *id == format!("{}/{function}/{parameter}", self.name) {
+                    serve(&format!("{id}{announce}"), |n| {
+                        let start = Instant::now();
+                        for _ in 0..n {
+                            black_box(routine());
+                        }
+                        start.elapsed()
+                    });
+                }
+            }
+        }
+    }
+
+    /// Benchmark `routine` on a fresh input from `setup` each iteration; the setup is not timed
+    /// (criterion's `iter_batched_ref` with `BatchSize::SmallInput`: ten batches per sample).
+    pub fn bench_with_setup<I, O>(
+        &mut self,
+        function: impl Display,
+        parameter: impl Display,
+        mut setup: impl FnMut() -> I,
+        mut routine: impl FnMut(&mut I) -> O,
+    ) {
+        let announce = self.announce();
+        match &mut self.mode {
+            Mode::Criterion(g) => {
+                g.bench_function(BenchmarkId::new(function.to_string(), parameter), |b| {
+                    b.iter_batched_ref(&mut setup, &mut routine, BatchSize::SmallInput)
+                });
+            }
+            Mode::Serve(id) => {
+                if *id == format!("{}/{function}/{parameter}", self.name) {
+                    serve(&format!("{id}{announce}"), |n| {
+                        let batch = n.div_ceil(10).max(1);
+                        let mut left = n;
+                        let mut elapsed = Duration::ZERO;
+                        while left > 0 {
+                            let k = left.min(batch);
+                            let mut inputs: Vec<I> = (0..k).map(|_| setup()).collect();
+                            let mut outputs = Vec::with_capacity(k as usize);
+                            let start = Instant::now();
+                            for input in inputs.iter_mut() {
+                                outputs.push(routine(black_box(input)));
+                            }
+                            elapsed += start.elapsed();
+                            black_box(&outputs);
+                            left -= k;
+                        }
+                        elapsed
+                    });
+                }
+            }
+        }
+    }
+
+    pub fn finish(self) {
+        if let Mode::Criterion(g) = self.mode {
+            g.finish();
+        }
+    }
+}
+
+/// Serves timed samples of one benchmark until stdin closes, then exits the process (the other
+/// groups' inputs are never built). A line that is not an iteration count ends it with an error.
+fn serve(ready: &str, mut run: impl FnMut(u64) -> Duration) -> ! {
+    let mut out = std::io::stdout().lock();
+    let say = |out: &mut std::io::StdoutLock, line: String| {
+        if writeln!(out, "{PREFIX} {line}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            std::process::exit(0);
+        }
+    };
+    say(&mut out, format!("ready {ready}"));
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let n: u64 = match line.trim().parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("{PREFIX}: expected an iteration count, got {line:?}");
+                std::process::exit(2);
+            }
+        };
+        let t = run(n);
+        say(&mut out, format!("{n} {}", t.as_nanos()));
+    }
+    std::process::exit(0);
+}

@@ -1,0 +1,433 @@
+//! Paired sampling: one benchmark measured on both sides at once, sample by sample (the client
+//! side of the serve protocol).
+//!
+//! Both sides' bench executables are started with `HARNESS_BENCH_SERVE=<id>` and serve timed
+//! samples of that benchmark over stdin/stdout (the protocol is in
+//! `engine/benches/common/group.rs`). The harness asks them in turn, ABBA ABBA …, so the two
+//! sides' samples are interleaved about `measurement / sample_size` apart (60 ms at the default
+//! settings) instead of a whole criterion run (about a second) apart. On this machine that is
+//! the difference that matters: its speed drifts on a scale of a second, and the per-round sd of
+//! the A/A log ratio falls from about 0.11 with criterion runs to about 0.03 this way
+//! (harness/STATS.md, "Paired sampling"; `harness/eval/paired.py`).
+//!
+//! One side waits on its stdin while the other measures, so a multi-threaded benchmark still has
+//! the machine to itself. The round's number for each side is the same as for a criterion run:
+//! the lower quartile of ns/iter over its samples (`stats::round_estimate`); the samples are kept
+//! with `sampling_mode` "paired".
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use crate::build::{LOG_TAIL_LINES, tail};
+use crate::criterion::Measured;
+use crate::results::{RawSample, Throughput};
+
+/// The environment variable that makes a bench executable serve one benchmark.
+pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
+const PREFIX: &str = "harness-serve";
+
+/// How long each side warms up and measures, and in how many samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairSettings {
+    pub warm_up: Duration,
+    pub measurement: Duration,
+    pub samples: u32,
+}
+
+/// What went wrong, and on which of the two executables (index into the `exes` given).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairFailure {
+    pub which: usize,
+    pub message: String,
+    pub log_tail: Vec<String>,
+}
+
+/// One serving executable.
+struct Server {
+    exe: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    /// Every stdout line that was not a protocol answer (for the failure tail).
+    other: Vec<String>,
+    stderr: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl Server {
+    fn start(exe: &Path, id: &str) -> Result<Server, String> {
+        // `--list`: an executable that does not know the protocol lists its benchmarks and
+        // exits instead of running them all; one that does ignores its arguments.
+        let mut child = Command::new(exe)
+            .args(["--bench", "--list"])
+            .env(SERVE_ENV, id)
+            .current_dir(exe.parent().unwrap_or(Path::new(".")))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let stderr = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        });
+        Ok(Server {
+            exe: exe.display().to_string(),
+            child,
+            stdin,
+            stdout,
+            other: Vec::new(),
+            stderr: Some(stderr),
+        })
+    }
+
+    /// The next protocol line's words after the prefix; `None` at end of output.
+    fn next(&mut self) -> Option<Vec<String>> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.stdout.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            let l = line.trim_end();
+            match l.strip_prefix(PREFIX) {
+                Some(rest) if rest.starts_with(' ') => {
+                    return Some(rest.split_whitespace().map(String::from).collect());
+                }
+                _ => self.other.push(l.to_string()),
+            }
+        }
+    }
+
+    /// Waits for `ready <id>`; returns the announced throughput.
+    fn ready(&mut self, id: &str) -> Result<Option<Throughput>, String> {
+        let Some(words) = self.next() else {
+            return Err(format!("{} did not serve benchmark {id}", self.exe));
+        };
+        if words.len() < 2 || words[0] != "ready" || words[1] != id {
+            return Err(format!(
+                "{}: expected `{PREFIX} ready {id}`, got `{PREFIX} {}`",
+                self.exe,
+                words.join(" ")
+            ));
+        }
+        Ok(match (words.get(2).map(String::as_str), words.get(3)) {
+            (Some("bytes"), Some(n)) => n.parse().ok().map(Throughput::Bytes),
+            (Some("elements"), Some(n)) => n.parse().ok().map(Throughput::Elements),
+            _ => None,
+        })
+    }
+
+    /// Runs `n` iterations; their total time in ns.
+    fn sample(&mut self, n: u64) -> Result<f64, String> {
+        let sent = self
+            .stdin
+            .as_mut()
+            .map(|s| writeln!(s, "{n}").and_then(|_| s.flush()));
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(format!("{} stopped reading samples", self.exe));
+        }
+        let Some(words) = self.next() else {
+            return Err(format!(
+                "{} ended during a sample of {n} iterations",
+                self.exe
+            ));
+        };
+        match (words.first().map(|w| w.parse::<u64>()), words.get(1)) {
+            (Some(Ok(got)), Some(ns)) if got == n => match ns.parse::<f64>() {
+                Ok(ns) if ns.is_finite() && ns > 0.0 => Ok(ns),
+                _ => Err(format!("{}: bad sample time `{ns}`", self.exe)),
+            },
+            _ => Err(format!(
+                "{}: expected `{PREFIX} {n} <ns>`, got `{PREFIX} {}`",
+                self.exe,
+                words.join(" ")
+            )),
+        }
+    }
+
+    /// Closes stdin and waits; an unsuccessful exit is an error.
+    fn finish(mut self) -> Result<(), (String, Vec<String>)> {
+        drop(self.stdin.take());
+        let status = self.child.wait();
+        let log = self.log();
+        match status {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err((format!("{} exited with {s}", self.exe), log)),
+            Err(e) => Err((format!("{}: {e}", self.exe), log)),
+        }
+    }
+
+    /// Kills the process (after a failure) and returns its output tail.
+    fn abort(mut self) -> Vec<String> {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.log()
+    }
+
+    fn log(&mut self) -> Vec<String> {
+        // Drain what is left of stdout so the stderr thread's pipe is not the only one open.
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
+        let mut lines = std::mem::take(&mut self.other);
+        lines.extend(rest.lines().map(String::from));
+        if let Some(h) = self.stderr.take() {
+            lines.extend(h.join().unwrap_or_default());
+        }
+        tail(&lines, LOG_TAIL_LINES)
+    }
+}
+
+/// Measures benchmark `id` on `exes[0]` and `exes[1]` (in that order first: the round's order),
+/// paired sample by sample. Returns each executable's samples, stamped with `round`.
+pub fn measure_pair(
+    exes: [&Path; 2],
+    id: &str,
+    settings: &PairSettings,
+    round: u32,
+) -> Result<[Measured; 2], PairFailure> {
+    let mut servers: Vec<Server> = Vec::with_capacity(2);
+    let mut throughput = None;
+    for (which, exe) in exes.iter().enumerate() {
+        let started = match Server::start(exe, id) {
+            Ok(mut s) => match s.ready(id) {
+                Ok(t) => {
+                    throughput = throughput.or(t);
+                    Ok(s)
+                }
+                Err(message) => Err((message, s.abort())),
+            },
+            Err(message) => Err((message, Vec::new())),
+        };
+        match started {
+            Ok(s) => servers.push(s),
+            Err((message, log_tail)) => {
+                for s in servers {
+                    s.abort();
+                }
+                return Err(PairFailure {
+                    which,
+                    message,
+                    log_tail,
+                });
+            }
+        }
+    }
+    let result = sample_pair(&mut servers, settings);
+    let mut servers = servers.into_iter();
+    let (first, second) = (servers.next().expect("two"), servers.next().expect("two"));
+    let (n, times) = match result {
+        Ok(r) => r,
+        Err((which, message)) => {
+            let tails = [first.abort(), second.abort()];
+            return Err(PairFailure {
+                which,
+                message,
+                log_tail: tails[which].clone(),
+            });
+        }
+    };
+    for (which, s) in [first, second].into_iter().enumerate() {
+        if let Err((message, log_tail)) = s.finish() {
+            return Err(PairFailure {
+                which,
+                message,
+                log_tail,
+            });
+        }
+    }
+    let [a, b] = times;
+    let measured = |times_ns: Vec<f64>| Measured {
+        id: id.to_string(),
+        throughput,
+        sample: RawSample {
+            round,
+            sampling_mode: "paired".into(),
+            iters: vec![n as f64; times_ns.len()],
+            times_ns,
+        },
+    };
+    Ok([measured(a), measured(b)])
+}
+
+/// The iteration count every sample ran and each side's sample times (ns).
+type Sampled = (u64, [Vec<f64>; 2]);
+
+/// Warm-up of each side in turn (iteration counts doubling until `warm_up` is spent), then
+/// `samples` samples per side in the order ABBA ABBA …, each sized from the slower side's
+/// warm-up so one sample takes about `measurement / samples`.
+fn sample_pair(servers: &mut [Server], s: &PairSettings) -> Result<Sampled, (usize, String)> {
+    let mut per_iter = [0f64; 2];
+    for (which, server) in servers.iter_mut().enumerate() {
+        let (mut n, mut spent) = (1u64, 0f64);
+        while spent < s.warm_up.as_secs_f64() * 1e9 {
+            let t = server.sample(n).map_err(|e| (which, e))?;
+            spent += t;
+            per_iter[which] = t / n as f64;
+            n = n.saturating_mul(2);
+        }
+    }
+    let n = sample_iters(s, per_iter[0].max(per_iter[1]));
+    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..s.samples {
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let t = servers[which].sample(n).map_err(|e| (which, e))?;
+            times[which].push(t);
+        }
+    }
+    Ok((n, times))
+}
+
+/// Iterations per sample so one takes about `measurement / samples` at `ns_per_iter`.
+pub fn sample_iters(s: &PairSettings, ns_per_iter: f64) -> u64 {
+    let target = s.measurement.as_secs_f64() * 1e9 / f64::from(s.samples.max(1));
+    if ns_per_iter.is_finite() && ns_per_iter > 0.0 {
+        ((target / ns_per_iter).round() as u64).max(1)
+    } else {
+        1
+    }
+}
+
+/// Whether `exe` serves benchmark `id` (started with stdin closed: a serving executable says
+/// `ready` and exits). Executables built before paired sampling existed list their benchmarks
+/// instead, print no `ready`, and are measured with criterion runs.
+pub fn serves(exe: &Path, id: &str) -> bool {
+    let Ok(mut s) = Server::start(exe, id) else {
+        return false;
+    };
+    drop(s.stdin.take());
+    let ok = s.ready(id).is_ok();
+    s.abort();
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const ID: &str = "g/f/p";
+
+    /// A serving executable as a shell script: `ns` per iteration, its name appended to `log`
+    /// on every sample. `serve: false` gives one that predates the protocol.
+    fn script(dir: &Path, name: &str, ns: u64, serve: bool, log: &Path) -> std::path::PathBuf {
+        let body = if serve {
+            format!(
+                "[ \"$HARNESS_BENCH_SERVE\" = {ID} ] || exit 0\n\
+                 echo 'Gnuplot not found, using plotters backend'\n\
+                 echo 'harness-serve ready {ID} elements 7'\n\
+                 while read n; do echo {name} >> '{log}'; echo \"harness-serve $n $((n * {ns}))\"; done\n",
+                log = log.display()
+            )
+        } else {
+            format!("echo '{ID}: benchmark'\n")
+        };
+        executable(&dir.join(name), &format!("#!/bin/sh\n{body}"))
+    }
+
+    /// Writes an executable script, and returns once it can be run: while another test thread
+    /// forks, the child briefly holds this thread's write descriptor, and exec fails with
+    /// ETXTBSY ("Text file busy") until it has exec'd itself. A first successful run means no
+    /// such child is left, and none can appear after the descriptor is closed.
+    fn executable(p: &Path, text: &str) -> std::path::PathBuf {
+        std::fs::write(p, text).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for _ in 0..200 {
+            match Command::new(p).stdin(Stdio::null()).output() {
+                Err(e) if e.raw_os_error() == Some(26) => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => break,
+            }
+        }
+        p.to_path_buf()
+    }
+
+    fn settings() -> PairSettings {
+        PairSettings {
+            warm_up: Duration::from_micros(5),
+            measurement: Duration::from_millis(1),
+            samples: 4,
+        }
+    }
+
+    #[test]
+    fn samples_alternate_abba_after_each_sides_warm_up_and_keep_each_sides_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let a = script(dir.path(), "A", 1000, true, &log);
+        let b = script(dir.path(), "B", 2000, true, &log);
+        let [ma, mb] = measure_pair([&a, &b], ID, &settings(), 3).unwrap();
+        // Warm-up until 5 µs: A takes 1 + 2 + 4 iterations (7 µs), B 1 + 2 (6 µs).
+        let order: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            order.join(""),
+            ["AAA", "BB", "ABBAABBA"].concat(),
+            "warm-up of A, then of B, then ABBA ABBA"
+        );
+        // 1 ms / 4 samples at the slower side's 2 µs per iteration: 125 iterations a sample.
+        assert_eq!(ma.sample.iters, vec![125.0; 4]);
+        assert_eq!(ma.sample.times_ns, vec![125_000.0; 4]);
+        assert_eq!(mb.sample.times_ns, vec![250_000.0; 4]);
+        assert_eq!(ma.sample.sampling_mode, "paired");
+        assert_eq!(mb.sample.round, 3);
+        assert_eq!(ma.throughput, Some(Throughput::Elements(7)));
+        assert_eq!(ma.id, ID);
+    }
+
+    #[test]
+    fn an_executable_that_does_not_serve_fails_the_pair_and_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let a = script(dir.path(), "A", 1000, true, &log);
+        let old = script(dir.path(), "old", 1000, false, &log);
+        let e = measure_pair([&a, &old], ID, &settings(), 0).unwrap_err();
+        assert_eq!(e.which, 1);
+        assert!(e.message.contains("did not serve benchmark g/f/p"), "{e:?}");
+        assert!(e.message.contains(&old.display().to_string()), "{e:?}");
+        assert!(!log.exists(), "A was never asked for a sample");
+        assert!(serves(&a, ID));
+        assert!(!serves(&old, ID));
+        assert!(!serves(&a, "g/f/other"), "a benchmark it does not have");
+        assert!(!serves(&dir.path().join("missing"), ID));
+    }
+
+    #[test]
+    fn an_executable_that_dies_mid_sample_is_an_error_with_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let a = script(dir.path(), "A", 1000, true, &log);
+        let dies = executable(
+            &dir.path().join("dies"),
+            &format!(
+                "#!/bin/sh\necho 'harness-serve ready {ID}'\nread n\n\
+                 echo \"thread 'main' panicked at boom\" >&2\nexit 101\n"
+            ),
+        );
+        let e = measure_pair([&a, &dies], ID, &settings(), 0).unwrap_err();
+        assert_eq!(e.which, 1);
+        assert!(e.message.contains("ended during a sample"), "{e:?}");
+        assert!(e.log_tail.iter().any(|l| l.contains("boom")), "{e:?}");
+    }
+
+    #[test]
+    fn a_sample_lasts_about_measurement_over_samples() {
+        let s = settings();
+        assert_eq!(sample_iters(&s, 1000.0), 250);
+        assert_eq!(sample_iters(&s, 1e9), 1, "at least one iteration");
+        assert_eq!(sample_iters(&s, f64::NAN), 1);
+    }
+}
