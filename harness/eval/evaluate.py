@@ -434,6 +434,17 @@ def spin_rates_in_context(trials, rev, min_trials=MIN_CONTEXT_TRIALS):
             for tid, xs in per.items() if len(xs) >= min_trials and statistics.median(xs) > 0}
 
 
+def check_same_kernels(rate_rev, rev):
+    """In-context spin rates of one revision hold for another only when the code the spins are
+    injected into is the same: every file of the engine library (`engine/src`) unchanged."""
+    diff = subprocess.run(["git", "diff", "--stat", rate_rev, rev, "--", "engine/src"],
+                          cwd=REPO, capture_output=True, text=True)
+    if diff.returncode != 0 or diff.stdout.strip():
+        raise SystemExit(
+            f"error: --rates-from-rev {rate_rev[:12]}: engine/src differs from {rev[:12]}, so its "
+            f"spin rates do not carry over:\n{diff.stdout or diff.stderr}")
+
+
 def spins_in_context(pct_size, rel_per_spin):
     return max(1, round(pct_size / 100.0 / rel_per_spin))
 
@@ -783,16 +794,22 @@ def cmd_inject(args):
     targets = [t for t in TARGETS if bench_id(t) in cal["base_ns"]]
     sizes = [float(s) for s in args.sizes.split(",")]
     rates = {}
+    rate_rev = resolve_rev(args.rates_from_rev) if args.rates_from_rev else rev
+    rate_dir = args.rates_from_dir or args.out_dir
+    if rate_rev != rev:
+        check_same_kernels(rate_rev, rev)
     if args.spin_rate != "standalone":
-        rates = spin_rates_in_context(load_trials(args.out_dir / "inject"), rev)
+        rates = spin_rates_in_context(load_trials(rate_dir / "inject"), rate_rev)
         missing = [bench_id(t) for t in targets if bench_id(t) not in rates]
         if missing and args.spin_rate == "in-context":
             raise SystemExit(
                 f"error: --spin-rate in-context needs {MIN_CONTEXT_TRIALS} earlier inject trials "
-                f"of {rev[:12]} per target under {args.out_dir / 'inject'}; too few for "
+                f"of {rate_rev[:12]} per target under {rate_dir / 'inject'}; too few for "
                 f"{', '.join(missing)} (run with --spin-rate standalone first)")
         if missing:
             rates = {}
+        for r in rates.values():
+            r["source"] = f"{rate_dir / 'inject'}, trials of {rate_rev[:12]}"
     source = "in-context" if rates else "standalone"
     log(f"spin counts from the {source} spin rate"
         + (": " + ", ".join(f"{i} {100 * r['rel_per_spin'] * 1000:.3f} % per 1000 spins "
@@ -826,7 +843,8 @@ def cmd_inject(args):
                             "spins": n,
                             "injected_ns": n * cal["spin"]["ns_per_spin"],
                             **({"rel_per_spin": rates[bench_id(t)]["rel_per_spin"],
-                                "rate_trials": rates[bench_id(t)]["trials"]} if rates else {}),
+                                "rate_trials": rates[bench_id(t)]["trials"],
+                                "rate_source": rates[bench_id(t)]["source"]} if rates else {}),
                             "base_ns": cal["base_ns"][bench_id(t)],
                             "file": TARGETS[t]["file"],
                         }
@@ -884,11 +902,15 @@ def load_trials(root):
 
 
 def pairing(t):
-    """How the gate paired base and head in a trial's rounds: `bench` (each benchmark base then
-    head, since 2026-11-30) or `target` (each side's whole bench target, before). Trials of the
-    two methods are never pooled."""
-    order = t["results"].get("method", {}).get("order", "")
-    return "bench" if "one benchmark at a time" in order else "target"
+    """How the gate paired base and head in a trial's rounds: `sample` (both sides serve each
+    benchmark and their samples alternate, harness/src/serve.rs; every target paired), `bench`
+    (one criterion run per benchmark and side, base then head, since 2026-11-30) or `target`
+    (each side's whole bench target, before). Trials of different methods are never pooled."""
+    method = t["results"].get("method", {})
+    sampling = method.get("sampling") or ""
+    if sampling.startswith("paired") and "criterion runs for" not in sampling:
+        return "sample"
+    return "bench" if "one benchmark at a time" in method.get("order", "") else "target"
 
 
 # Results written before results.json recorded the policy (method.policy, 2026-11-30) were all
@@ -1021,9 +1043,10 @@ def render_md(s, generated):
         "",
         "## A/A comparisons (same revision both sides: every 🔴/⚠️ is a false alarm)",
         "",
-        "pairs: `bench` = base and head measured benchmark by benchmark (since 2026-11-30), "
-        "`target` = whole bench target by whole bench target (before; harness/STATS.md, "
-        "\"Interleaving\").",
+        "pairs: `sample` = base and head alternate sample by sample within each benchmark "
+        "(paired sampling, since 2026-11-30; harness/STATS.md, \"Paired sampling\"), "
+        "`bench` = one criterion run per benchmark and side, "
+        "`target` = whole bench target by whole bench target (before; \"Interleaving\").",
         "",
         "| method | pairs | policy | suite | load | rounds | runs | 🔴 total | runs with 🔴 | ⚠️ total | max ⚠️ per run | runs with ≥ 2 ⚠️ | ❔ per run | per-round sd (median, p75) | median threshold |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -1335,6 +1358,11 @@ def main(argv=None):
                         "or from the slowdown per spin measured by earlier inject trials of REV "
                         "in --out-dir (auto: in-context when every target has "
                         f"{MIN_CONTEXT_TRIALS} such trials)")
+    i.add_argument("--rates-from-rev", metavar="REV",
+                   help="in-context spin rates from the inject trials of REV instead of --rev "
+                        "(refused unless engine/src is the same in both)")
+    i.add_argument("--rates-from-dir", type=Path, metavar="DIR",
+                   help="out dir holding those trials (default --out-dir)")
     i.add_argument("--suite", default="eval",
                    help="eval (targets + controls, default) or full (same commits, every bench)")
     i.set_defaults(fn=cmd_inject)

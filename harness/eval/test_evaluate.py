@@ -202,6 +202,20 @@ class Aggregation(unittest.TestCase):
         self.assertEqual(n["control_red"], 0)
 
 
+class Pairing(unittest.TestCase):
+    def test_the_method_of_a_trial_comes_from_its_results(self):
+        def trial(**method):
+            return {"results": {"method": method}}
+        by_bench = "ABBA (AB on even rounds, BA on odd), one benchmark at a time"
+        self.assertEqual(ev.pairing(trial(order=by_bench, sampling="paired: both sides …")),
+                         "sample")
+        # A run in which some target fell back to criterion runs is not a paired run.
+        self.assertEqual(ev.pairing(trial(order=by_bench, sampling="paired: …; criterion runs "
+                                                                    "for decode (…)")), "bench")
+        self.assertEqual(ev.pairing(trial(order=by_bench)), "bench")
+        self.assertEqual(ev.pairing(trial(order="ABBA")), "target")
+
+
 class Summary(unittest.TestCase):
     def test_summarize_reads_trial_dirs_and_renders(self):
         with tempfile.TemporaryDirectory() as tmp:
