@@ -1139,8 +1139,9 @@ README_END = "<!-- eval-table:end -->"
 
 
 def render_readme(s, generated):
-    """The short form for the README: false alarms, detection and wall time of the current
-    method (benchmark-by-benchmark pairing, default rounds) next to the naive method."""
+    """The short form for the README: false alarms, detection and wall time of the gate at its
+    default rounds, per pairing method (`sample`: paired sampling, the current one; `bench`:
+    one criterion run per benchmark and side), next to the naive method."""
     L = [f"Generated {generated} by `evaluate.py summarize --readme README.md` from "
          f"{s['trials']} trials ({' … '.join(d[:10] for d in s['dates'])}).", ""]
     L += ["| A/A, same revision both sides | runs | false 🔴 (runs with one) | ⚠️: total, "
@@ -1159,24 +1160,27 @@ def render_readme(s, generated):
             L.append(f"| {label} | {r['runs']} | {r['red']} ({r['runs_with_red']}) | "
                      f"{r['warn']}, {r['max_warn_per_run']} | "
                      f"{'–' if noisy is None else f'{noisy:.1f}'} | {cells} |")
-    L += ["", "| injected slowdown | measured (median) | class | policy | trials | **gate** 🔴 | "
-          "gate 🔴 or ⚠️ | naive 🔴 | naive 🔴 or ⚠️ | false 🔴/⚠️ on controls (gate) |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+    L += ["", "| injected slowdown | measured (median) | class | pairs | policy | trials | "
+          "**gate** 🔴 | gate 🔴 or ⚠️ | naive 🔴 | naive 🔴 or ⚠️ | "
+          "false 🔴/⚠️ on controls (gate) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in s["inject"]:
         if row["rounds_arg"] is not None:
             continue
         g, n = row["gate"], row["naive"]
-        L.append(f"| {size_label(row)} | {fmt_change(g['median_change'])} | {row['class'].upper()} | {row['policy']} | "
+        L.append(f"| {size_label(row)} | {fmt_change(g['median_change'])} | "
+                 f"{row['class'].upper()} | {row['pairing']} | {row['policy']} | "
                  f"{row['trials']} | "
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
-    L += ["", "| wall time of one comparison | criterion run | cache | runs | median | range | "
-          "median setup (checkout, build) |", "|---|---|---|---|---|---|---|"]
+    L += ["", "| wall time of one comparison | pairs | warm-up + measurement | cache | runs | "
+          "median | range | median setup (checkout, build) |", "|---|---|---|---|---|---|---|---|"]
     for r in s["walltime"]:
-        if r["rounds_arg"] is not None or r["pairing"] != "bench":
+        if r["rounds_arg"] is not None or r["pairing"] == "target":
             continue
-        L.append(f"| {r['kind']}, {r['suite']} suite | {r['criterion']} | {r['cache']} | "
+        L.append(f"| {r['kind']}, {r['suite']} suite | {r['pairing']} | {r['criterion']} | "
+                 f"{r['cache']} | "
                  f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … "
                  f"{fmt_s(r['max_s'])} | {fmt_s(r['median_setup_s'])} |")
     return "\n".join(L)
@@ -1242,14 +1246,16 @@ def replay_trial(args, t):
 
 
 def cmd_replay(args):
-    """Every A/A and inject trial with benchmark pairing under --results, decided again under
+    """Every A/A and inject trial with benchmark or sample pairing under --results (each pairing
+    aggregated apart; target pairing is history), decided again under
     another policy by `harness replay` (nothing is measured), aggregated as `summarize` does:
     results/replay/<label>.json, which `summarize` renders next to the measured tables."""
     root = Path(args.results)
     trials = [t for t in load_trials(root)
-              if t["kind"] in ("aa", "inject") and pairing(t) == "bench"]
+              if t["kind"] in ("aa", "inject") and pairing(t) in ("bench", "sample")]
     if not trials:
-        raise SystemExit(f"error: no A/A or inject trials with benchmark pairing under {root}")
+        raise SystemExit(f"error: no A/A or inject trials with benchmark or sample pairing "
+                         f"under {root}")
     replayed = []
     for t in trials:
         replayed.append({**t, "results": replay_trial(args, t)})
@@ -1301,17 +1307,18 @@ def render_replays(recs):
         for row in r["aa"]:
             g = row["gate"]
             L.append(f"| {r['label']} | `{r['policy']}` | {r['rounds'] or 'recorded'} | "
-                     f"{row['suite']}, load {row['load']} | {g['runs']} | {g['red']} "
+                     f"{row['suite']}, load {row['load']}, pairs {row.get('pairing', 'bench')} | "
+                     f"{g['runs']} | {g['red']} "
                      f"({g['runs_with_red']}) | {g['warn']}, {g['max_warn_per_run']} | "
                      f"{g['too_noisy_per_run']:.1f} | "
                      f"{fmt_threshold(g.get('threshold_median'))} |")
-    L += ["", "| variant | size | class | trials | gate 🔴 | gate 🔴 or ⚠️ | "
-          "control 🔴 / ⚠️ (of obs) |", "|---|---|---|---|---|---|---|"]
+    L += ["", "| variant | size | class | pairs | trials | gate 🔴 | gate 🔴 or ⚠️ | "
+          "control 🔴 / ⚠️ (of obs) |", "|---|---|---|---|---|---|---|---|"]
     for r in recs:
         for row in r["inject"]:
             g = row["gate"]
             L.append(f"| {r['label']} | {size_label(row)} | {row['class'].upper()} | "
-                     f"{row['trials']} | {fmt_pct(g['detection_red'])} | "
+                     f"{row.get('pairing', 'bench')} | {row['trials']} | {fmt_pct(g['detection_red'])} | "
                      f"{fmt_pct(g['detection_red_or_warn'])} | {g['control_red']} / "
                      f"{g['control_warn']} ({g['control_observations']}) |")
     return L

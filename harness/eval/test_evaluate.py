@@ -288,8 +288,8 @@ class Summary(unittest.TestCase):
             short = ev.render_readme(s, "now")
             self.assertIn("| **gate**, full suite (1), load: none, pairs: bench, noise_k 2.5, "
                           "max_threshold 0.15 | 2 | 0 (0) | 1, 1 |", short)
-            self.assertIn("| 5 % | +5.0 % | ST | noise_k 2.5, max_threshold 0.15 | 1 | 100 % | "
-                          "100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
+            self.assertIn("| 5 % | +5.0 % | ST | bench | noise_k 2.5, max_threshold 0.15 | 1 | "
+                          "100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
 
 
@@ -305,9 +305,13 @@ class Replays(unittest.TestCase):
         rec = {"label": "k2", "policy": '{"noise_k": 2}', "rounds": None, "aa": aa,
                "inject": inj}
         md = "\n".join(ev.render_replays([rec]))
-        self.assertIn('| k2 | `{"noise_k": 2}` | recorded | full, load one-core | 4 | 0 (0) | '
-                      '3, 2 | 20.5 | 11.2 % |', md)
-        self.assertIn("| k2 | 5 % (ctx) | ST | 10 | 40 % | 55 % | 0 / 1 (50) |", md)
+        self.assertIn('| k2 | `{"noise_k": 2}` | recorded | full, load one-core, pairs bench | 4 '
+                      '| 0 (0) | 3, 2 | 20.5 | 11.2 % |', md)
+        self.assertIn("| k2 | 5 % (ctx) | ST | bench | 10 | 40 % | 55 % | 0 / 1 (50) |", md)
+        # Paired-sampling rows are told apart from the rest.
+        rec["aa"][0]["pairing"] = "sample"
+        md = "\n".join(ev.render_replays([rec]))
+        self.assertIn("| full, load one-core, pairs sample | 4 |", md)
         self.assertEqual(ev.render_replays([]), [])
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "replay").mkdir()
