@@ -827,7 +827,8 @@ def cmd_inject(args):
         head = make_injected_commit(rev, plan, msg)
         log(f"inject {size:g} %: commit {head[:12]} (parent {rev[:12]})")
         # Trials of the two spin rates never share a directory (resuming must not mix them).
-        d = args.out_dir / "inject" / (f"{size:g}pct" + ("-ctx" if rates else ""))
+        d = args.out_dir / "inject" / (f"{size:g}pct" + ("-ctx" if rates else "")
+                                       + (f"-{rate_rev[:7]}" if rates and rate_rev != rev else ""))
         for i in range(1, args.trials + 1):
             run_trial(
                 args, d / f"trial-{i:03d}", "inject",
@@ -950,7 +951,7 @@ def summarize(trials, family_full=None):
     for t in trials:
         if t["kind"] == "inject":
             inj.setdefault((t["size_pct"], t["suite"], t.get("rounds_arg"), pairing(t),
-                            t.get("spin_rate", "standalone"), policy_label(t)), []).append(t)
+                            spin_label(t), policy_label(t)), []).append(t)
     for (size, suite, rounds, pair, spin, pol), ts in sorted(
             inj.items(), key=lambda kv: (kv[0][0], str(kv[0]))):
         for cls in ("st", "mt"):
@@ -1008,9 +1009,29 @@ def summarize(trials, family_full=None):
     return out
 
 
+def spin_label(t):
+    """How a trial's spins were sized: `standalone`, `in-context` (rates from earlier trials of
+    the same revision), or `in-context from <rev>` (`--rates-from-rev`: another revision's
+    trials, measured with its own method). Trials of different labels are never pooled."""
+    spin = t.get("spin_rate", "standalone")
+    if spin != "in-context":
+        return spin
+    for v in t.get("targets", {}).values():
+        m = re.search(r"trials of ([0-9a-f]{7,})", v.get("rate_source", ""))
+        if m and not t.get("rev", "").startswith(m.group(1)):
+            return f"in-context from {m.group(1)[:7]}"
+    return spin
+
+
 def size_label(row):
-    """`5 %`, or `5 % (ctx)` when the spins came from the in-context spin rate."""
-    return f"{row['size_pct']:g} %" + (" (ctx)" if row.get("spin_rate") == "in-context" else "")
+    """`5 %`, `5 % (ctx)` when the spins came from the in-context spin rate, `5 % (ctx
+    f08c84c)` when that rate came from another revision's trials."""
+    spin = row.get("spin_rate") or ""
+    if spin == "in-context":
+        return f"{row['size_pct']:g} % (ctx)"
+    if spin.startswith("in-context from "):
+        return f"{row['size_pct']:g} % (ctx {spin.split()[-1]})"
+    return f"{row['size_pct']:g} %"
 
 
 def noise_cells(r):

@@ -216,6 +216,22 @@ class Pairing(unittest.TestCase):
         self.assertEqual(ev.pairing(trial(order="ABBA")), "target")
 
 
+class SpinLabel(unittest.TestCase):
+    def test_rates_from_another_revision_are_labelled_apart(self):
+        def trial(src):
+            return {"rev": "455f761fcf40", "spin_rate": "in-context",
+                    "targets": {"a": {"rate_source": src}}}
+        self.assertEqual(ev.spin_label(trial("x/inject, trials of 455f761fcf40")), "in-context")
+        other = ev.spin_label(trial("x/inject, trials of f08c84c8b659"))
+        self.assertEqual(other, "in-context from f08c84c")
+        self.assertEqual(ev.size_label({"size_pct": 5.0, "spin_rate": other}), "5 % (ctx f08c84c)")
+        self.assertEqual(ev.size_label({"size_pct": 5.0, "spin_rate": "in-context"}), "5 % (ctx)")
+        self.assertEqual(ev.spin_label({"spin_rate": "standalone"}), "standalone")
+        # Trials from before rate_source was recorded: same-revision rates.
+        self.assertEqual(ev.spin_label({"rev": "f08c", "spin_rate": "in-context",
+                                        "targets": {"a": {}}}), "in-context")
+
+
 class Summary(unittest.TestCase):
     def test_summarize_reads_trial_dirs_and_renders(self):
         with tempfile.TemporaryDirectory() as tmp:
