@@ -21,12 +21,9 @@ import math
 import statistics as st
 import sys
 
+from paired import lower_quartile as lq  # type-7, as harness/src/stats/aggregate.rs
 
-def lq(v):
-    v = sorted(v)
-    h = (len(v) - 1) * 0.25
-    i = int(h)
-    return v[i] + (h - i) * (v[min(i + 1, len(v) - 1)] - v[i])
+
 
 
 def per(s, idx):
