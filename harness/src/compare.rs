@@ -392,7 +392,17 @@ fn inputs_from(collected: &Collected) -> Vec<BenchInput> {
                             .map(|r| m.get(&r).copied().unwrap_or(f64::NAN))
                             .collect()
                     };
-                    (Some(side(&b)), Some(side(&h)))
+                    let base = side(&b);
+                    let mut head = side(&h);
+                    // A paired round's log ratio is the median over its sample pairs
+                    // (`stats::paired_log_ratio`); the decision only ever uses ln(head / base),
+                    // so the head's value for it is base · e^(that ratio).
+                    for (r, hv) in head.iter_mut().enumerate() {
+                        if let Some(d) = paired_ratio(&c.base, &c.head, r as u32) {
+                            *hv = base[r] * d.exp();
+                        }
+                    }
+                    (Some(base), Some(head))
                 }
                 (false, true) => (Some(b.values().copied().collect()), None),
                 (true, false) => (None, Some(h.values().copied().collect())),
@@ -405,6 +415,20 @@ fn inputs_from(collected: &Collected) -> Vec<BenchInput> {
             }
         })
         .collect()
+}
+
+/// Round `r`'s paired log ratio, when both sides' samples of that round were taken paired.
+fn paired_ratio(
+    base: &[crate::results::RawSample],
+    head: &[crate::results::RawSample],
+    r: u32,
+) -> Option<f64> {
+    fn of(s: &[crate::results::RawSample], r: u32) -> Option<&crate::results::RawSample> {
+        s.iter()
+            .find(|x| x.round == r && x.sampling_mode == crate::serve::SAMPLING_MODE)
+    }
+    let (b, h) = (of(base, r)?, of(head, r)?);
+    stats::paired_log_ratio((&b.iters, &b.times_ns), (&h.iters, &h.times_ns))
 }
 
 fn side_result(samples: &[crate::results::RawSample]) -> Option<SideResult> {
@@ -1366,6 +1390,43 @@ mod tests {
     use crate::criterion::Measured;
     use crate::results::{Failure, Outcome, RawSample, ThresholdSource};
     use crate::run::RunFailure;
+
+    #[test]
+    fn a_paired_round_decides_on_the_median_of_its_sample_pairs() {
+        let sample = |mode: &str, times: [f64; 5]| RawSample {
+            round: 0,
+            sampling_mode: mode.into(),
+            iters: vec![1.0; 5],
+            times_ns: times.to_vec(),
+        };
+        // The machine slows through the round (head's samples 110 → 198, each taken next to
+        // base's), and base's first two samples were disturbed (300 instead of 100 and 120).
+        // Pairs: 0.37×, 0.44×, 1.1×, 1.1×, 1.1×: the median pair says 1.1×. The sides' lower
+        // quartiles say 132 / 160 = 0.825×: the disturbance took away base's fast samples.
+        let base = [300.0, 300.0, 140.0, 160.0, 180.0];
+        let head = [110.0, 132.0, 154.0, 176.0, 198.0];
+        let ratio = |mode: &str| {
+            let mut c = Collected::default();
+            c.benches.insert(
+                "g/x".into(),
+                crate::run::Collect {
+                    target: "t".into(),
+                    throughput: None,
+                    base: vec![sample(mode, base)],
+                    head: vec![sample(mode, head)],
+                },
+            );
+            let i = &inputs_from(&c)[0];
+            i.head.as_ref().unwrap()[0] / i.base.as_ref().unwrap()[0]
+        };
+        assert!((ratio("paired") - 1.1).abs() < 1e-9, "{}", ratio("paired"));
+        // Criterion runs were not taken pairwise: each side's lower quartile.
+        assert!(
+            (ratio("linear") - 132.0 / 160.0).abs() < 1e-9,
+            "{}",
+            ratio("linear")
+        );
+    }
 
     struct Quiet;
     impl Progress for Quiet {

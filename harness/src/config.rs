@@ -768,4 +768,19 @@ mod tests {
         let i = a.iter().position(|x| x == "--sample-size").unwrap();
         assert_eq!(a[i + 1], "15");
     }
+
+    #[test]
+    fn paired_sampling_is_on_unless_turned_off_and_uses_the_round_settings() {
+        let p = Path::new("harness.yaml");
+        let on = Config::parse(MINIMAL, p).unwrap().criterion;
+        assert!(on.paired);
+        let s = on.pair_settings();
+        assert_eq!(s.warm_up.as_secs_f64(), on.warm_up_s);
+        assert_eq!(s.measurement.as_secs_f64(), on.measurement_s);
+        assert_eq!(s.samples, on.sample_size);
+        let off = Config::parse(&format!("{MINIMAL}criterion:\n  paired: false\n"), p).unwrap();
+        assert!(!off.criterion.paired);
+        let e = err(&format!("{MINIMAL}criterion:\n  paired: sometimes\n"));
+        assert!(e.contains("paired"), "the error names the key: {e}");
+    }
 }

@@ -11,9 +11,10 @@
 //! (harness/STATS.md, "Paired sampling"; `harness/eval/paired.py`).
 //!
 //! One side waits on its stdin while the other measures, so a multi-threaded benchmark still has
-//! the machine to itself. The round's number for each side is the same as for a criterion run:
-//! the lower quartile of ns/iter over its samples (`stats::round_estimate`); the samples are kept
-//! with `sampling_mode` "paired".
+//! the machine to itself. The samples are kept with `sampling_mode` "paired"; each side's number
+//! for the round (shown in the report) is the lower quartile of its samples, as for a criterion
+//! run, and the round's log ratio, which the decision uses, is the median over the sample pairs
+//! (`stats::paired_log_ratio`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -27,6 +28,9 @@ use crate::results::{RawSample, Throughput};
 /// The environment variable that makes a bench executable serve one benchmark.
 pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
 const PREFIX: &str = "harness-serve";
+/// `RawSample::sampling_mode` of paired samples: sample `i` of base and of head were taken back
+/// to back, and the round's log ratio is the median over those pairs (`stats::paired_log_ratio`).
+pub const SAMPLING_MODE: &str = "paired";
 
 /// How long each side warms up and measures, and in how many samples.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -87,8 +91,8 @@ impl Server {
         })
     }
 
-    /// The next protocol line's words after the prefix; `None` at end of output.
-    fn next(&mut self) -> Option<Vec<String>> {
+    /// The next protocol line, after the prefix and its space; `None` at end of output.
+    fn next(&mut self) -> Option<String> {
         let mut line = String::new();
         loop {
             line.clear();
@@ -98,29 +102,32 @@ impl Server {
             }
             let l = line.trim_end();
             match l.strip_prefix(PREFIX) {
-                Some(rest) if rest.starts_with(' ') => {
-                    return Some(rest.split_whitespace().map(String::from).collect());
-                }
+                Some(rest) if rest.starts_with(' ') => return Some(rest[1..].to_string()),
                 _ => self.other.push(l.to_string()),
             }
         }
     }
 
-    /// Waits for `ready <id>`; returns the announced throughput.
+    /// Waits for `ready <id> [bytes|elements <n>]`; returns the announced throughput. The id
+    /// is matched whole (ids may hold spaces), the throughput is what follows it.
     fn ready(&mut self, id: &str) -> Result<Option<Throughput>, String> {
-        let Some(words) = self.next() else {
+        let Some(line) = self.next() else {
             return Err(format!("{} did not serve benchmark {id}", self.exe));
         };
-        if words.len() < 2 || words[0] != "ready" || words[1] != id {
+        let rest = line
+            .strip_prefix("ready ")
+            .and_then(|r| r.strip_prefix(id))
+            .filter(|r| r.is_empty() || r.starts_with(' '));
+        let Some(rest) = rest else {
             return Err(format!(
-                "{}: expected `{PREFIX} ready {id}`, got `{PREFIX} {}`",
-                self.exe,
-                words.join(" ")
+                "{}: expected `{PREFIX} ready {id}`, got `{PREFIX} {line}`",
+                self.exe
             ));
-        }
-        Ok(match (words.get(2).map(String::as_str), words.get(3)) {
-            (Some("bytes"), Some(n)) => n.parse().ok().map(Throughput::Bytes),
-            (Some("elements"), Some(n)) => n.parse().ok().map(Throughput::Elements),
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        Ok(match words[..] {
+            ["bytes", n] => n.parse().ok().map(Throughput::Bytes),
+            ["elements", n] => n.parse().ok().map(Throughput::Elements),
             _ => None,
         })
     }
@@ -134,21 +141,21 @@ impl Server {
         if !matches!(sent, Some(Ok(()))) {
             return Err(format!("{} stopped reading samples", self.exe));
         }
-        let Some(words) = self.next() else {
+        let Some(line) = self.next() else {
             return Err(format!(
                 "{} ended during a sample of {n} iterations",
                 self.exe
             ));
         };
-        match (words.first().map(|w| w.parse::<u64>()), words.get(1)) {
-            (Some(Ok(got)), Some(ns)) if got == n => match ns.parse::<f64>() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[..] {
+            [got, ns] if got.parse::<u64>() == Ok(n) => match ns.parse::<f64>() {
                 Ok(ns) if ns.is_finite() && ns > 0.0 => Ok(ns),
                 _ => Err(format!("{}: bad sample time `{ns}`", self.exe)),
             },
             _ => Err(format!(
-                "{}: expected `{PREFIX} {n} <ns>`, got `{PREFIX} {}`",
-                self.exe,
-                words.join(" ")
+                "{}: expected `{PREFIX} {n} <ns>`, got `{PREFIX} {line}`",
+                self.exe
             )),
         }
     }
@@ -235,8 +242,10 @@ pub fn measure_pair(
             });
         }
     };
-    for (which, s) in [first, second].into_iter().enumerate() {
-        if let Err((message, log_tail)) = s.finish() {
+    // Both are waited for (no process is left behind); the first failure is reported.
+    let finished = [first.finish(), second.finish()];
+    for (which, f) in finished.into_iter().enumerate() {
+        if let Err((message, log_tail)) = f {
             return Err(PairFailure {
                 which,
                 message,
@@ -250,7 +259,7 @@ pub fn measure_pair(
         throughput,
         sample: RawSample {
             round,
-            sampling_mode: "paired".into(),
+            sampling_mode: SAMPLING_MODE.into(),
             iters: vec![n as f64; times_ns.len()],
             times_ns,
         },
@@ -421,6 +430,26 @@ mod tests {
         assert_eq!(e.which, 1);
         assert!(e.message.contains("ended during a sample"), "{e:?}");
         assert!(e.log_tail.iter().any(|l| l.contains("boom")), "{e:?}");
+    }
+
+    #[test]
+    fn ready_matches_the_whole_id_and_reads_the_throughput_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let says = |name: &str, line: &str| {
+            executable(
+                &dir.path().join(name),
+                &format!("#!/bin/sh\necho '{line}'\n"),
+            )
+        };
+        let ok = says("ok", "harness-serve ready g/a b/p bytes 64");
+        let mut s = Server::start(&ok, "g/a b/p").unwrap();
+        assert_eq!(s.ready("g/a b/p"), Ok(Some(Throughput::Bytes(64))));
+        s.abort();
+        let longer = says("longer", "harness-serve ready g/a b/px");
+        let mut s = Server::start(&longer, "g/a b/p").unwrap();
+        let e = s.ready("g/a b/p").unwrap_err();
+        assert!(e.contains("expected `harness-serve ready g/a b/p`"), "{e}");
+        s.abort();
     }
 
     #[test]

@@ -106,9 +106,58 @@ pub fn round_estimate(iters: &[f64], times_ns: &[f64]) -> Option<f64> {
     quantile(&per_iter, ROUND_QUANTILE)
 }
 
+/// The log ratio `ln(head / base)` of one **paired** round (harness/src/serve.rs): sample `i` of
+/// each side was taken back to back with the other's, so each pair shares the machine's state of
+/// that moment; the round's value is the median over pairs of `ln(head_i / base_i)` (per
+/// iteration). A pair in which one side was disturbed moves the median little, a drift across
+/// the round cancels within each pair. Measured on the saved paired trials (2026-11-30, 118
+/// benchmark × trial series of 6 rounds): per-round sd median 0.029 / p90 0.075 this way, 0.032
+/// / 0.102 as the ratio of each side's lower quartile.
+///
+/// `None` unless both sides have the same number of valid samples (as [`round_estimate`]).
+pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Option<f64> {
+    let per_iter = |(iters, times): (&[f64], &[f64])| -> Option<Vec<f64>> {
+        if iters.is_empty() || iters.len() != times.len() {
+            return None;
+        }
+        iters
+            .iter()
+            .zip(times)
+            .map(|(&n, &t)| (n.is_finite() && n > 0.0 && t.is_finite() && t > 0.0).then(|| t / n))
+            .collect()
+    };
+    let (b, h) = (per_iter(base)?, per_iter(head)?);
+    if b.len() != h.len() {
+        return None;
+    }
+    let d: Vec<f64> = b.iter().zip(&h).map(|(b, h)| (h / b).ln()).collect();
+    median(&d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paired_round_is_the_median_of_its_pairs_log_ratios() {
+        let iters = [2.0; 5];
+        let base = [200.0, 200.0, 400.0, 200.0, 200.0];
+        // Pairs 1.1×, 1.1×, 0.55× (base disturbed), 1.1×, 3× (head disturbed): median 1.1×.
+        let head = [220.0, 220.0, 220.0, 220.0, 600.0];
+        let d = paired_log_ratio((&iters, &base), (&iters, &head)).unwrap();
+        assert!((d - 1.1f64.ln()).abs() < 1e-12, "{d}");
+        // A step in the machine's speed between pairs cancels within each pair.
+        let slow = [220.0, 220.0, 440.0, 440.0, 440.0];
+        let slow_head = [242.0, 242.0, 484.0, 484.0, 484.0];
+        let d = paired_log_ratio((&iters, &slow), (&iters, &slow_head)).unwrap();
+        assert!((d - 1.1f64.ln()).abs() < 1e-12, "{d}");
+        assert_eq!(
+            paired_log_ratio((&iters, &base), (&iters[..4], &head[..4])),
+            None
+        );
+        assert_eq!(paired_log_ratio((&iters, &base), (&iters, &[0.0; 5])), None);
+        assert_eq!(paired_log_ratio((&[], &[]), (&[], &[])), None);
+    }
 
     #[test]
     fn quantile_interpolates_like_type_7() {

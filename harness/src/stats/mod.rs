@@ -16,7 +16,8 @@ mod profile;
 mod sim;
 
 pub use aggregate::{
-    ROUND_QUANTILE, Summary, mean, median, quantile, round_estimate, std_dev, summarize,
+    ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate, std_dev,
+    summarize,
 };
 pub use decide::{BenchInput, Decision, Phase, Threshold, analyze, noisy, suspects};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
