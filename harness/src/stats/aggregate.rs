@@ -110,9 +110,10 @@ pub fn round_estimate(iters: &[f64], times_ns: &[f64]) -> Option<f64> {
 /// each side was taken back to back with the other's, so each pair shares the machine's state of
 /// that moment; the round's value is the median over pairs of `ln(head_i / base_i)` (per
 /// iteration). A pair in which one side was disturbed moves the median little, a drift across
-/// the round cancels within each pair. Measured on the saved paired trials (2026-11-30, 118
-/// benchmark × trial series of 6 rounds): per-round sd median 0.029 / p90 0.075 this way, 0.032
-/// / 0.102 as the ratio of each side's lower quartile.
+/// the round cancels within each pair. Measured on the saved paired trials (2026-11-30, 271
+/// benchmark × trial series of 6 rounds; harness/eval/round_estimators.py): per-round sd median
+/// 0.030 / p90 0.080 this way, 0.032 / 0.098 as the ratio of each side's lower quartile
+/// (harness/STATS.md, section 2).
 ///
 /// `None` unless both sides have the same number of valid samples (as [`round_estimate`]).
 pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Option<f64> {
