@@ -12,8 +12,12 @@
 //! benchmark (`harness/eval/interleave.py`). The price is one process start per benchmark and
 //! side (about 0.2 s more per benchmark per round).
 //!
-//! Each run of a criterion executable gets its own `CRITERION_HOME`, so nothing carries over
-//! between runs.
+//! Within that, a benchmark both sides serve is measured **paired** ([`crate::serve`]): both
+//! executables run at once and their samples alternate about 60 ms apart, which cuts the
+//! per-round sd of the log ratio about fourfold again (0.139 → 0.025 on a quiet machine,
+//! `harness/eval/paired.py`). A target either side cannot serve is measured as above, one
+//! criterion run per side, and `Collected::unpaired` says why. Each run of a criterion executable
+//! gets its own `CRITERION_HOME`, so nothing carries over between runs.
 //! The measuring itself is behind [`Measurer`], so the stats and report path is tested with
 //! scripted timings.
 
