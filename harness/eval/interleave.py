@@ -17,7 +17,6 @@ harness/src/criterion.rs), then the median over benchmarks. Raw per-round values
 The criterion settings are harness.yaml's (0.2 s warm-up, 0.6 s measurement, 10 samples).
 """
 import json
-import math
 import os
 import re
 import shutil
@@ -26,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from paired import print_round_sd
 
 ARGS = ['--bench', '--noplot', '--warm-up-time', '0.2', '--measurement-time', '0.6',
         '--sample-size', '10', '--nresamples', '1000']
@@ -76,13 +77,7 @@ def main():
         json.dump({'exe': exe, 'rounds': r + 1, 'per_round_ns': data}, open(out, 'w'))
         print('round', r, time.strftime('%T'), flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    for mode in 'TI':
-        sds = []
-        for i in ids:
-            lr = [math.log(h / b) for b, h in zip(data[mode][i]['base'], data[mode][i]['head'])]
-            sds.append(st.stdev(lr))
-            print(mode, i, 'sd %.3f mean %+.3f' % (st.stdev(lr), st.mean(lr)))
-        print(mode, 'median sd %.3f' % st.median(sds))
+    print_round_sd(data)
 
 
 if __name__ == '__main__':

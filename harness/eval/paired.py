@@ -150,10 +150,17 @@ def main():
         json.dump({'dirs': dirs, 'rounds': r + 1, 'per_round_ns': data}, open(out, 'w'))
         print('round', r, time.strftime('%T'), flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    for mode in 'CP':
+    print_round_sd(data)
+
+
+def print_round_sd(data):
+    """Per method and benchmark, the sd and mean of the per-round log ratio ln(head/base); then
+    the median sd over benchmarks. `data[method][id]` = {'base': [...], 'head': [...]} (ns per
+    round). Also used by interleave.py."""
+    for mode, by_id in data.items():
         sds = []
-        for i in ids:
-            lr = [math.log(h / b) for b, h in zip(data[mode][i]['base'], data[mode][i]['head'])]
+        for i, v in by_id.items():
+            lr = [math.log(h / b) for b, h in zip(v['base'], v['head'])]
             sds.append(st.stdev(lr))
             print(mode, i, 'sd %.3f mean %+.3f' % (st.stdev(lr), st.mean(lr)))
         print(mode, 'median sd %.3f' % st.median(sds))
