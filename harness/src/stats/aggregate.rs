@@ -93,17 +93,20 @@ pub fn summarize(xs: &[f64]) -> Option<Summary> {
 /// `times_ns ≤ 0` or a value that is not finite: a corrupt sample file makes the round invalid
 /// rather than being half-used.
 pub fn round_estimate(iters: &[f64], times_ns: &[f64]) -> Option<f64> {
+    quantile(&per_iteration(iters, times_ns)?, ROUND_QUANTILE)
+}
+
+/// `times_ns[i] / iters[i]` for every sample; `None` for empty or mismatched slices or any
+/// sample with `iters ≤ 0`, `times_ns ≤ 0` or a value that is not finite.
+fn per_iteration(iters: &[f64], times_ns: &[f64]) -> Option<Vec<f64>> {
     if iters.is_empty() || iters.len() != times_ns.len() {
         return None;
     }
-    let mut per_iter = Vec::with_capacity(iters.len());
-    for (&n, &t) in iters.iter().zip(times_ns) {
-        if !(n.is_finite() && n > 0.0 && t.is_finite() && t > 0.0) {
-            return None;
-        }
-        per_iter.push(t / n);
-    }
-    quantile(&per_iter, ROUND_QUANTILE)
+    iters
+        .iter()
+        .zip(times_ns)
+        .map(|(&n, &t)| (n.is_finite() && n > 0.0 && t.is_finite() && t > 0.0).then(|| t / n))
+        .collect()
 }
 
 /// The log ratio `ln(head / base)` of one **paired** round (harness/src/serve.rs): sample `i` of
@@ -117,17 +120,10 @@ pub fn round_estimate(iters: &[f64], times_ns: &[f64]) -> Option<f64> {
 ///
 /// `None` unless both sides have the same number of valid samples (as [`round_estimate`]).
 pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Option<f64> {
-    let per_iter = |(iters, times): (&[f64], &[f64])| -> Option<Vec<f64>> {
-        if iters.is_empty() || iters.len() != times.len() {
-            return None;
-        }
-        iters
-            .iter()
-            .zip(times)
-            .map(|(&n, &t)| (n.is_finite() && n > 0.0 && t.is_finite() && t > 0.0).then(|| t / n))
-            .collect()
-    };
-    let (b, h) = (per_iter(base)?, per_iter(head)?);
+    let (b, h) = (
+        per_iteration(base.0, base.1)?,
+        per_iteration(head.0, head.1)?,
+    );
     if b.len() != h.len() {
         return None;
     }
