@@ -216,6 +216,18 @@ class Pairing(unittest.TestCase):
         self.assertEqual(ev.pairing(trial(order="ABBA")), "target")
 
 
+class PolicyLabel(unittest.TestCase):
+    def test_noise_rounds_keep_trials_apart(self):
+        def trial(policy):
+            return {"results": {"method": {"policy": policy} if policy else {}}}
+        self.assertEqual(ev.policy_label(trial(None)), "noise_k 2.5, max_threshold 0.15")
+        old = {"noise_k": 2.5, "max_threshold": 0.2, "noise_rounds": 0}
+        self.assertEqual(ev.policy_label(trial(old)), "noise_k 2.5, max_threshold 0.2")
+        new = {**old, "noise_rounds": 6, "noise_target": 0.06}
+        self.assertEqual(ev.policy_label(trial(new)),
+                         "noise_k 2.5, max_threshold 0.2, noise_rounds 6 above 0.06")
+
+
 class SpinLabel(unittest.TestCase):
     def test_rates_from_another_revision_are_labelled_apart(self):
         def trial(src):

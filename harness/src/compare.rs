@@ -1488,7 +1488,9 @@ mod tests {
     /// far above max_threshold: ❔), exactly equal after. `slow`: +20 % with a little noise (a
     /// suspect, confirmed). `lucky`: −10 % in four rounds, 0 in two: an estimate of −6.8 %,
     /// past its 5.7 % threshold, t = 3.2 and Holm-adjusted p ≈ 0.08, so ❔, and not for noise
-    /// rounds (chosen for a large estimate, they would be optional stopping).
+    /// rounds (chosen for a large estimate, they would be optional stopping). `spread`: +8.3 %
+    /// with ±8 % per round, so a six-round threshold of 9.4 % (above `noise_target`): noise
+    /// rounds bring it to 6.2 %, and the slowdown is caught.
     fn scripted_ns(id: &str, side: Side, round: u32) -> f64 {
         let wobble: f64 = if round.is_multiple_of(2) { 1.0 } else { -1.0 };
         match (id, side) {
@@ -1496,6 +1498,7 @@ mod tests {
             ("t/noisy", Side::Head) if round < 6 => 100.0 * (0.25 * wobble).exp(),
             ("t/slow", Side::Head) => 120.0 * (0.01 * wobble).exp(),
             ("t/slower", Side::Head) => 140.0 * (0.01 * wobble).exp(),
+            ("t/spread", Side::Head) => 100.0 * (0.08 + 0.08 * wobble).exp(),
             ("t/lucky", Side::Head) if round < 6 && round != 1 && round != 4 => {
                 100.0 * (-0.10f64).exp()
             }
@@ -1506,14 +1509,13 @@ mod tests {
     fn run_script(noise_rounds: usize) -> (Script, Vec<BenchResult>) {
         let mut m = Script {
             ns: scripted_ns,
-            ids: vec!["t/quiet", "t/noisy", "t/slow", "t/lucky"],
+            ids: vec!["t/quiet", "t/noisy", "t/slow", "t/lucky", "t/spread"],
             measured: Vec::new(),
         };
         let policy = Policy {
             noise_rounds,
             ..Policy::default()
         };
-        assert_eq!(Policy::default().noise_rounds, 0, "noise rounds are opt-in");
         let plan = [TargetPlan {
             target: "t".into(),
             filter: None,
@@ -1532,16 +1534,20 @@ mod tests {
 
     #[test]
     fn noise_rounds_go_to_the_too_noisy_and_confirmation_rounds_come_after_them() {
-        let (m, benches) = run_script(6);
+        let (m, benches) = run_script(Policy::default().noise_rounds);
         let status = |id: &str| benches.iter().find(|b| b.id == id).unwrap().status;
-        // Rounds 0-5 for everyone; 6-11 (noise) for t/noisy only; 12-19 (confirmation, the
-        // default 8) for the suspect t/slow only.
+        // Rounds 0-5 for everyone; 6-11 (noise) for t/noisy and t/spread only; 12-19
+        // (confirmation, the default 8) for the suspects t/slow and t/spread only.
         assert_eq!(rounds_of(&m, "t/quiet"), (0..6).collect::<Vec<_>>());
         assert_eq!(rounds_of(&m, "t/noisy"), (0..12).collect::<Vec<_>>());
         assert_eq!(status("t/lucky"), Status::TooNoisy);
         assert_eq!(rounds_of(&m, "t/lucky"), (0..6).collect::<Vec<_>>());
         let slow: Vec<u32> = (0..6).chain(12..20).collect();
         assert_eq!(rounds_of(&m, "t/slow"), slow);
+        assert_eq!(rounds_of(&m, "t/spread"), (0..20).collect::<Vec<_>>());
+        let spread = benches.iter().find(|b| b.id == "t/spread").unwrap();
+        assert_eq!(spread.status, Status::Regression, "{spread:?}");
+        assert!(spread.threshold < 0.065, "{spread:?}");
         assert_eq!(status("t/quiet"), Status::NoChange);
         assert_eq!(status("t/noisy"), Status::NoChange, "12 rounds can tell");
         assert_eq!(status("t/slow"), Status::Regression);
@@ -1594,7 +1600,11 @@ mod tests {
 
     #[test]
     fn a_replay_under_the_same_policy_gives_the_saved_decisions() {
-        let policy = Policy::default();
+        // Without noise rounds, so that the saved first pass is exactly 6 rounds long.
+        let policy = Policy {
+            noise_rounds: 0,
+            ..Policy::default()
+        };
         let saved = saved_run(&policy, vec!["t/quiet", "t/noisy", "t/slow", "t/slower"]);
         assert_eq!(by_id(&saved, "t/slow").status, Status::Regression);
         let r = replay(&saved, &policy, None, None, "saved.json").unwrap();
@@ -1708,6 +1718,10 @@ mod tests {
         assert_eq!(rounds_of(&m, "t/noisy"), (0..6).collect::<Vec<_>>());
         let slow: Vec<u32> = (0..6).chain(6..14).collect();
         assert_eq!(rounds_of(&m, "t/slow"), slow);
+        // Six rounds give t/spread a 9.4 % threshold; its +8.3 % stays inside.
+        let spread = benches.iter().find(|b| b.id == "t/spread").unwrap();
+        assert_eq!(spread.status, Status::NoChange, "{spread:?}");
+        assert!(spread.threshold > 0.085, "{spread:?}");
     }
 
     #[test]

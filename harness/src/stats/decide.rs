@@ -104,23 +104,27 @@ pub fn suspects(decisions: &[Decision]) -> Vec<String> {
 }
 
 /// The ids that get noise rounds after the first pass (`policy.noise_rounds` more first-pass
-/// rounds), in input order: ❔ and not suspects, and ❔ because of their noise (a threshold above
-/// `max_threshold`, or an estimate inside the threshold with too wide an interval). Not a ❔
-/// whose estimate is past its threshold without significance: more rounds chosen because an
-/// estimate looked large would be optional stopping, a way to manufacture a slowdown or an
-/// improvement. Empty when `policy.noise_rounds` is 0.
+/// rounds), in input order, chosen by their noise alone:
+/// - a threshold above `noise_target` (for a spread-derived threshold, that is the sd of the
+///   rounds: under normal noise independent of their mean), suspect or not;
+/// - ❔ and not a suspect because of the noise: an estimate inside the threshold with too wide an
+///   interval.
+///
+/// Not a ❔ whose estimate is past a threshold at or under `noise_target` without significance:
+/// more rounds chosen because an estimate looked large would be optional stopping, a way to
+/// manufacture a slowdown or an improvement. Empty when `policy.noise_rounds` is 0.
 pub fn noisy(decisions: &[Decision], policy: &Policy) -> Vec<String> {
     if policy.noise_rounds == 0 {
         return Vec::new();
     }
     decisions
         .iter()
-        .filter(|d| d.status == Status::TooNoisy && !d.suspect)
         .filter(|d| {
             let inside = d.change.as_ref().is_none_or(|c| {
                 !c.estimate.is_finite() || c.estimate.ln_1p().abs() <= d.threshold.ln_1p()
             });
-            d.threshold > policy.max_threshold || inside
+            d.threshold > policy.noise_target
+                || (d.status == Status::TooNoisy && !d.suspect && inside)
         })
         .map(|d| d.id.clone())
         .collect()

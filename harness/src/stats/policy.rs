@@ -43,10 +43,14 @@ pub struct Policy {
     pub rounds: usize,
     /// Extra rounds run for the suspects only.
     pub confirmation_rounds: usize,
-    /// Extra first-pass rounds for the benchmarks the first `rounds` left ❔ (too noisy to
-    /// tell): they belong to the first pass (spread, suspects), and confirmation rounds, if any,
-    /// come after them. 0 (the default) turns them off: STATS.md, section 9, says why.
+    /// Extra first-pass rounds for the benchmarks whose noise the first `rounds` left too large
+    /// (❔ too noisy to tell, or a threshold above `noise_target`): they belong to the first pass
+    /// (spread, suspects), and confirmation rounds, if any, come after them. 0 turns them off.
     pub noise_rounds: usize,
+    /// A benchmark whose threshold after the first `rounds` is above this (relative) gets the
+    /// noise rounds, whatever its estimate: its spread, not its change, chose it, and more
+    /// rounds shrink a spread-derived threshold by √((rounds + noise_rounds) / rounds).
+    pub noise_target: f64,
     /// Fixed thresholds per benchmark id (relative), still never below `floor`.
     pub thresholds: BTreeMap<String, f64>,
 }
@@ -67,7 +71,8 @@ impl Default for Policy {
             profile_min_trials: 5,
             rounds: 6,
             confirmation_rounds: 8,
-            noise_rounds: 0,
+            noise_rounds: 6,
+            noise_target: 0.06,
             thresholds: BTreeMap::new(),
         }
     }
@@ -115,6 +120,13 @@ impl Policy {
             return Err(bad(
                 "max_threshold",
                 self.max_threshold.to_string(),
+                "a fraction above floor",
+            ));
+        }
+        if !(self.noise_target > self.floor && self.noise_target.is_finite()) {
+            return Err(bad(
+                "noise_target",
+                self.noise_target.to_string(),
                 "a fraction above floor",
             ));
         }
