@@ -486,9 +486,12 @@ pub fn measure_and_decide(
     let noisy = stats::noisy(&first, policy);
     if !noisy.is_empty() {
         progress.stage(&format!(
-            "{} benchmark(s) too noisy to tell after {rounds} rounds: {} more rounds for them",
+            "{} benchmark(s) too noisy after {rounds} rounds (a threshold above {}, or ❔): {} \
+             more rounds for them: {}",
             noisy.len(),
-            policy.noise_rounds
+            crate::report::format::percent(policy.noise_target),
+            policy.noise_rounds,
+            noisy.join(", ")
         ));
         run_rounds(
             m,

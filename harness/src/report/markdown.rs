@@ -475,8 +475,19 @@ fn method(results: &Results) -> String {
     let noise = if m.noise_rounds == 0 {
         String::new()
     } else {
+        // Older results (before noise_target) have no recorded target: say only what is known.
+        let target = m
+            .policy
+            .as_ref()
+            .map(|p| {
+                format!(
+                    " (a threshold above {}, or ❔)",
+                    fmt::percent(p.noise_target)
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "; up to {} more for benchmarks the first {} left too noisy to tell",
+            "; up to {} more for benchmarks the first {} left too noisy to tell{target}",
             m.noise_rounds, m.rounds
         )
     };
@@ -635,6 +646,28 @@ mod tests {
         r.benches[5].head.as_mut().unwrap().median_ns = base_ns * 0.948;
         r.outcome = Results::decide(&r.benches, &r.failures);
         insta::assert_snapshot!(markdown(&r));
+    }
+
+    #[test]
+    fn the_method_names_the_noise_target_when_the_policy_is_recorded() {
+        let mut r = fixtures::clean_pass(3);
+        let line = |r: &Results| {
+            markdown(r)
+                .lines()
+                .find(|l| l.starts_with("- **Rounds:**"))
+                .unwrap()
+                .to_string()
+        };
+        assert!(!line(&r).contains("threshold above"), "{}", line(&r));
+        r.method.policy = Some(crate::stats::Policy::default());
+        assert!(
+            line(&r).contains(
+                "up to 6 more for benchmarks the first 6 left too noisy to tell \
+                               (a threshold above 6.0 %, or ❔)"
+            ),
+            "{}",
+            line(&r)
+        );
     }
 
     #[test]
