@@ -931,6 +931,15 @@ def policy_label(t):
     return label
 
 
+def noise_label(t):
+    """`6 above 6 %` when the trial's policy gave noise rounds, else `none`: they add measured
+    rounds, so wall times with and without them never pool."""
+    pol = t["results"].get("method", {}).get("policy") or {}
+    if not pol.get("noise_rounds"):
+        return "none"
+    return f"{pol['noise_rounds']} above {100 * pol.get('noise_target', 0):g} %"
+
+
 def criterion_label(t):
     """Warm-up + measurement time per criterion run, e.g. `0.2+0.6 s` (suites may differ)."""
     args = t["results"].get("method", {}).get("criterion_args", [])
@@ -990,14 +999,14 @@ def summarize(trials, family_full=None):
         cache = t.get("cache") or ("cold" if t["cache_dir"] not in ("default", None)
                                    and "eval-cold-cache-" in t["cache_dir"] else "warm")
         wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg"), pairing(t),
-                       criterion_label(t)), []).append(t)
-    for (kind, suite, cache, rounds, pair, crit), ts in sorted(wt.items(),
-                                                               key=lambda kv: str(kv[0])):
+                       criterion_label(t), noise_label(t)), []).append(t)
+    for (kind, suite, cache, rounds, pair, crit, noise), ts in sorted(wt.items(),
+                                                                      key=lambda kv: str(kv[0])):
         walls = [t["wall_s"] for t in ts]
         setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
         out["walltime"].append({
             "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "pairing": pair,
-            "criterion": crit, "runs": len(ts),
+            "criterion": crit, "noise_rounds": noise, "runs": len(ts),
             "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
             "median_setup_s": statistics.median(setups) if setups else None,
             "max_setup_s": max(setups) if setups else None,
@@ -1143,14 +1152,14 @@ def render_md(s, generated):
         "setup = checkout and build before the first round (large when the head's code changed "
         "or the cache is cold).",
         "",
-        "| kind | pairs | suite | criterion run | cache | rounds | runs | median | min … max | "
-        "median setup | max setup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| kind | pairs | suite | criterion run | noise rounds | cache | rounds | runs | median | "
+        "min … max | median setup | max setup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["walltime"]:
         L.append(
-            f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['criterion']} | {r['cache']} | "
-            f"{r['rounds_arg'] or 'default'} | "
+            f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['criterion']} | "
+            f"{r.get('noise_rounds', 'none')} | {r['cache']} | {r['rounds_arg'] or 'default'} | "
             f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
             f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
         )
@@ -1200,13 +1209,14 @@ def render_readme(s, generated):
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
-    L += ["", "| wall time of one comparison | pairs | warm-up + measurement | cache | runs | "
-          "median | range | median setup (checkout, build) |", "|---|---|---|---|---|---|---|---|"]
+    L += ["", "| wall time of one comparison | pairs | warm-up + measurement | noise rounds | cache | "
+          "runs | median | range | median setup (checkout, build) |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in s["walltime"]:
         if r["rounds_arg"] is not None or r["pairing"] == "target":
             continue
         L.append(f"| {r['kind']}, {r['suite']} suite | {r['pairing']} | {r['criterion']} | "
-                 f"{r['cache']} | "
+                 f"{r.get('noise_rounds', 'none')} | {r['cache']} | "
                  f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … "
                  f"{fmt_s(r['max_s'])} | {fmt_s(r['median_setup_s'])} |")
     return "\n".join(L)

@@ -226,6 +226,10 @@ class PolicyLabel(unittest.TestCase):
         new = {**old, "noise_rounds": 6, "noise_target": 0.06}
         self.assertEqual(ev.policy_label(trial(new)),
                          "noise_k 2.5, max_threshold 0.2, noise_rounds 6 above 0.06")
+        # Wall times too: noise rounds add measured rounds.
+        self.assertEqual(ev.noise_label(trial(None)), "none")
+        self.assertEqual(ev.noise_label(trial(old)), "none")
+        self.assertEqual(ev.noise_label(trial(new)), "6 above 6 %")
 
 
 class SpinLabel(unittest.TestCase):
