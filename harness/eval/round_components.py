@@ -29,8 +29,9 @@ SUBSETS = {"all10": slice(0, 10), "first5": slice(0, 5), "last5": slice(5, 10),
            "first3": slice(0, 3)}
 
 
-def series(files):
-    """(id, [per-round ln(head_i/base_i) lists]) per benchmark × file, first six paired rounds."""
+def paired_rounds(files):
+    """(id, [(base ns/iter per sample, head ns/iter per sample) per round]) per benchmark × file,
+    its first six paired rounds; series with fewer are skipped. Also used by round_estimators.py."""
     for f in files:
         for b in json.load(open(f))["benches"]:
             if not b.get("base") or not b.get("head"):
@@ -40,13 +41,17 @@ def series(files):
             rounds = sorted(set(side["base"]) & set(side["head"]))[:6]
             if len(rounds) < 6:
                 continue
-            per_round = []
-            for r in rounds:
-                base, head = ([t / i for t, i in zip(side[k][r]["times_ns"], side[k][r]["iters"])]
-                              for k in ("base", "head"))
-                per_round.append([math.log(h / x) for h, x in zip(head, base)])
-            if all(len(lr) >= 10 for lr in per_round):
-                yield b["id"], per_round
+            per_iter = {k: [[t / i for t, i in zip(side[k][r]["times_ns"], side[k][r]["iters"])]
+                            for r in rounds] for k in ("base", "head")}
+            yield b["id"], list(zip(per_iter["base"], per_iter["head"]))
+
+
+def series(files):
+    """(id, [per-round ln(head_i/base_i) lists]) per series of at least 10 sample pairs a round."""
+    for bench, rounds in paired_rounds(files):
+        per_round = [[math.log(h / x) for h, x in zip(head, base)] for base, head in rounds]
+        if all(len(lr) >= 10 for lr in per_round):
+            yield bench, per_round
 
 
 def main():

@@ -14,12 +14,12 @@ It prints the median, p75 and p90 over benchmark × trial series (harness/STATS.
 
     python3 harness/eval/round_estimators.py RESULTS.json [...]
 """
-import json
 import math
 import statistics as st
 import sys
 
 from paired import lower_quartile as lq  # type-7, as harness/src/stats/aggregate.rs
+from round_components import paired_rounds
 
 
 
@@ -28,25 +28,15 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     res = {"lq": [], "medpair": [], "min": [], "median": []}
-    for f in sys.argv[1:]:
-        for b in json.load(open(f))["benches"]:
-            if not b.get("base") or not b.get("head"):
-                continue
-            side = {k: {s["round"]: s for s in b[k]["samples"] if s["sampling_mode"] == "paired"}
-                    for k in ("base", "head")}
-            rounds = sorted(set(side["base"]) & set(side["head"]))[:6]
-            if len(rounds) < 6:
-                continue
-            acc = {k: [] for k in res}
-            for r in rounds:
-                B, H = ([t / i for t, i in zip(side[k][r]["times_ns"], side[k][r]["iters"])]
-                        for k in ("base", "head"))
-                acc["lq"].append(math.log(lq(H) / lq(B)))
-                acc["medpair"].append(st.median(math.log(h / b) for h, b in zip(H, B)))
-                acc["min"].append(math.log(min(H) / min(B)))
-                acc["median"].append(math.log(st.median(H) / st.median(B)))
-            for k in res:
-                res[k].append(st.stdev(acc[k]))
+    for _, rounds in paired_rounds(sys.argv[1:]):
+        acc = {k: [] for k in res}
+        for B, H in rounds:
+            acc["lq"].append(math.log(lq(H) / lq(B)))
+            acc["medpair"].append(st.median(math.log(h / b) for h, b in zip(H, B)))
+            acc["min"].append(math.log(min(H) / min(B)))
+            acc["median"].append(math.log(st.median(H) / st.median(B)))
+        for k in res:
+            res[k].append(st.stdev(acc[k]))
     for k, v in res.items():
         v.sort()
         print(f"{k:8s} n={len(v)} median sd={st.median(v):.4f} p75={v[int(.75 * len(v))]:.4f} "
