@@ -123,11 +123,13 @@ impl Policy {
                 "a fraction above floor",
             ));
         }
-        if !(self.noise_target > self.floor && self.noise_target.is_finite()) {
+        // At or under `floor` every benchmark gets noise rounds: wasteful, not wrong, and a
+        // harness.yaml with a large floor must not fail on a default it never set.
+        if !(self.noise_target >= 0.0 && self.noise_target.is_finite()) {
             return Err(bad(
                 "noise_target",
                 self.noise_target.to_string(),
-                "a fraction above floor",
+                "a non-negative fraction",
             ));
         }
         if !(self.wide_factor > 0.0 && self.wide_factor.is_finite()) {
@@ -255,6 +257,18 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(p.validate().unwrap_err().field, "confidence");
+        let p = Policy {
+            noise_target: -0.01,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().field, "noise_target");
+        // A large floor alone is fine with the default noise_target under it.
+        let p = Policy {
+            floor: 0.08,
+            max_threshold: 0.2,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate(), Ok(()));
         let mut p = Policy::default();
         p.thresholds.insert("x".into(), -0.1);
         assert_eq!(p.validate().unwrap_err().field, "thresholds.x");
