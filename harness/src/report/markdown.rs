@@ -475,7 +475,8 @@ fn method(results: &Results) -> String {
     let noise = if m.noise_rounds == 0 {
         String::new()
     } else {
-        // Older results (before noise_target) have no recorded target: say only what is known.
+        // Results written before the policy was recorded (method.policy) have no target: say
+        // only what is known.
         let target = m
             .policy
             .as_ref()
