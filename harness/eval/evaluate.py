@@ -920,14 +920,19 @@ LEGACY_POLICY = {"noise_k": 2.5, "max_threshold": 0.15}
 
 
 def policy_label(t):
-    """`noise_k 2.5, max_threshold 0.25[, noise_rounds 6 above 0.06]`: the tuned fields of the
-    policy that decided a trial (recorded in results.json, else LEGACY_POLICY). Trials of
-    different policies never pool."""
+    """`noise_k 2.5, max_threshold 0.25[, noise_rounds 6 above 0.06][, 8 rounds]`: the tuned
+    fields of the policy that decided a trial (recorded in results.json, else LEGACY_POLICY).
+    Trials of different policies never pool."""
     pol = t["results"].get("method", {}).get("policy") or LEGACY_POLICY
     label = ", ".join(f"{k} {pol.get(k, LEGACY_POLICY[k]):g}" for k in LEGACY_POLICY)
     # Noise rounds (on by default since 2026-11-30, with noise_target) add measured rounds.
     if pol.get("noise_rounds"):
         label += f", noise_rounds {pol['noise_rounds']} above {pol.get('noise_target', 0):g}"
+    # First-pass rounds: 6 for every full and eval-suite trial until the default became 8
+    # (2026-11-30), so only other counts are named.
+    rounds = t["results"].get("method", {}).get("rounds")
+    if rounds is not None and rounds != 6:
+        label += f", {rounds} rounds"
     return label
 
 

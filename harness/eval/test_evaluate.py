@@ -226,6 +226,12 @@ class PolicyLabel(unittest.TestCase):
         new = {**old, "noise_rounds": 6, "noise_target": 0.06}
         self.assertEqual(ev.policy_label(trial(new)),
                          "noise_k 2.5, max_threshold 0.2, noise_rounds 6 above 0.06")
+        # First-pass rounds other than the 6 of every earlier trial keep trials apart too.
+        eight = {"results": {"method": {"policy": new, "rounds": 8}}}
+        self.assertEqual(ev.policy_label(eight),
+                         "noise_k 2.5, max_threshold 0.2, noise_rounds 6 above 0.06, 8 rounds")
+        six = {"results": {"method": {"policy": new, "rounds": 6}}}
+        self.assertEqual(ev.policy_label(six), ev.policy_label(trial(new)))
         # Wall times too: noise rounds add measured rounds.
         self.assertEqual(ev.noise_label(trial(None)), "none")
         self.assertEqual(ev.noise_label(trial(old)), "none")

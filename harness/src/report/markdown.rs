@@ -664,7 +664,7 @@ mod tests {
         assert!(
             line(&r).contains(
                 "up to 6 more for benchmarks the first 6 left too noisy to tell \
-                               (a threshold above 6.0 %, or ❔)"
+                               (a threshold above 4.0 %, or ❔)"
             ),
             "{}",
             line(&r)

@@ -69,10 +69,10 @@ impl Default for Policy {
             confirm_alpha: 0.05,
             confirm_fraction: 0.5,
             profile_min_trials: 5,
-            rounds: 6,
+            rounds: 8,
             confirmation_rounds: 8,
             noise_rounds: 6,
-            noise_target: 0.06,
+            noise_target: 0.04,
             thresholds: BTreeMap::new(),
         }
     }
