@@ -1492,9 +1492,8 @@ mod tests {
     /// suspect, confirmed). `lucky`: −6 % in four rounds, 0 in two: an estimate of −3.9 %,
     /// past its 3.2 % threshold, t = 3.2 and Holm-adjusted p ≈ 0.08, so ❔, and not for noise
     /// rounds (its threshold is under `noise_target`; chosen for a large estimate, they would be
-    /// optional stopping). `spread`: +8.3 %
-    /// with ±8 % per round, so a six-round threshold of 9.4 % (above `noise_target`): noise
-    /// rounds bring it to 6.2 %, and the slowdown is caught.
+    /// optional stopping). `spread`: +8.3 % with ±8 % per round, so a six-round threshold of
+    /// 9.4 % (above `noise_target`): noise rounds bring it to 6.2 %, and the slowdown is caught.
     fn scripted_ns(id: &str, side: Side, round: u32) -> f64 {
         let wobble: f64 = if round.is_multiple_of(2) { 1.0 } else { -1.0 };
         match (id, side) {
