@@ -930,10 +930,16 @@ def policy_label(t):
         label += f", noise_rounds {pol['noise_rounds']} above {pol.get('noise_target', 0):g}"
     # First-pass rounds: 6 for every full and eval-suite trial until the default became 8
     # (2026-11-30), so only other counts are named.
-    rounds = t["results"].get("method", {}).get("rounds")
+    rounds = first_pass_rounds(t)
     if rounds is not None and rounds != 6:
         label += f", {rounds} rounds"
     return label
+
+
+def first_pass_rounds(t):
+    """The rounds of the trial's first pass, as its results.json records them (`method.rounds`:
+    the suite's or `--rounds`' count, before any noise or confirmation rounds)."""
+    return t["results"].get("method", {}).get("rounds")
 
 
 def noise_label(t):
@@ -1003,15 +1009,17 @@ def summarize(trials, family_full=None):
     for t in trials:
         cache = t.get("cache") or ("cold" if t["cache_dir"] not in ("default", None)
                                    and "eval-cold-cache-" in t["cache_dir"] else "warm")
+        # First-pass rounds are part of the key: a change of `rounds` alone changes the time.
         wt.setdefault((t["kind"], t["suite"], cache, t.get("rounds_arg"), pairing(t),
-                       criterion_label(t), noise_label(t)), []).append(t)
-    for (kind, suite, cache, rounds, pair, crit, noise), ts in sorted(wt.items(),
-                                                                      key=lambda kv: str(kv[0])):
+                       criterion_label(t), noise_label(t), first_pass_rounds(t)), []).append(t)
+    for (kind, suite, cache, rounds, pair, crit, noise, first), ts in sorted(
+            wt.items(), key=lambda kv: str(kv[0])):
         walls = [t["wall_s"] for t in ts]
         setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
         out["walltime"].append({
             "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "pairing": pair,
-            "criterion": crit, "noise_rounds": noise, "runs": len(ts),
+            "criterion": crit, "noise_rounds": noise, "first_pass_rounds": first,
+            "runs": len(ts),
             "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
             "median_setup_s": statistics.median(setups) if setups else None,
             "max_setup_s": max(setups) if setups else None,
@@ -1164,7 +1172,7 @@ def render_md(s, generated):
     for r in s["walltime"]:
         L.append(
             f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['criterion']} | "
-            f"{r.get('noise_rounds', 'none')} | {r['cache']} | {r['rounds_arg'] or 'default'} | "
+            f"{r.get('noise_rounds', 'none')} | {r['cache']} | {rounds_cell(r)} | "
             f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
             f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
         )
@@ -1172,6 +1180,13 @@ def render_md(s, generated):
     L += s["commands"]
     L += ["python3 harness/eval/evaluate.py summarize", "```", ""]
     return "\n".join(L)
+
+
+def rounds_cell(r):
+    """A wall-time row's first-pass rounds, `6` or `12 (--rounds)` when the trial set them."""
+    first = r.get("first_pass_rounds")
+    cell = "?" if first is None else str(first)
+    return f"{cell} (--rounds)" if r["rounds_arg"] is not None else cell
 
 
 README_START = "<!-- eval-table:start -->"
@@ -1214,14 +1229,14 @@ def render_readme(s, generated):
                  f"{fmt_pct(g['detection_red'])} | {fmt_pct(g['detection_red_or_warn'])} | "
                  f"{fmt_pct(n['detection_red'])} | {fmt_pct(n['detection_red_or_warn'])} | "
                  f"{g['control_red']} / {g['control_warn']} of {g['control_observations']} |")
-    L += ["", "| wall time of one comparison | pairs | warm-up + measurement | noise rounds | cache | "
-          "runs | median | range | median setup (checkout, build) |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    L += ["", "| wall time of one comparison | pairs | warm-up + measurement | rounds | "
+          "noise rounds | cache | runs | median | range | median setup (checkout, build) |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["walltime"]:
         if r["rounds_arg"] is not None or r["pairing"] == "target":
             continue
         L.append(f"| {r['kind']}, {r['suite']} suite | {r['pairing']} | {r['criterion']} | "
-                 f"{r.get('noise_rounds', 'none')} | {r['cache']} | "
+                 f"{rounds_cell(r)} | {r.get('noise_rounds', 'none')} | {r['cache']} | "
                  f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … "
                  f"{fmt_s(r['max_s'])} | {fmt_s(r['median_setup_s'])} |")
     return "\n".join(L)

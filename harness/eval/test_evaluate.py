@@ -57,10 +57,12 @@ BY_BENCH = "ABBA (AB on even rounds, BA on odd), one benchmark at a time"
 BY_TARGET = "ABBA (AB on even rounds, BA on odd; per bench target)"
 
 
-def results(benches, alpha=0.05, order=BY_BENCH, policy=None):
+def results(benches, alpha=0.05, order=BY_BENCH, policy=None, rounds=None):
     method = {"alpha": alpha, "order": order}
     if policy:
         method["policy"] = policy
+    if rounds is not None:
+        method["rounds"] = rounds
     return {"schema": "harness-results/1", "benches": benches, "method": method, "rounds": [],
             "wall_s": 1.0}
 
@@ -271,7 +273,11 @@ class Summary(unittest.TestCase):
             for i, st in enumerate([ev.WARN, "no_change"]):
                 write(f"d/aa/full-none/run-{i}", {**base, "kind": "aa", "suite": "full",
                                                   "load": {"kind": "none"}, "wall_s": 100.0 + i},
-                      results([bench("x", st, 100, 100, 0.0)]))
+                      results([bench("x", st, 100, 100, 0.0)], rounds=6))
+            # The same scenario with 8 first-pass rounds: its own A/A and wall-time rows.
+            write("d8/aa/full-none/run-001", {**base, "kind": "aa", "suite": "full",
+                                              "load": {"kind": "none"}, "wall_s": 140.0},
+                  results([bench("x", "no_change", 100, 100, 0.0)], rounds=8))
             write("d/inject/5pct/trial-001", {
                 **base, "kind": "inject", "suite": "eval", "size_pct": 5.0, "wall_s": 300.0,
                 "targets": {"t": {"class": "st", "spins": 10, "injected_ns": 5.0,
@@ -294,8 +300,12 @@ class Summary(unittest.TestCase):
                           policy={"noise_k": 2.5, "max_threshold": 0.25, "floor": 0.03}))
             write("d/aa/broken.tmp", {**base, "kind": "aa"}, {})  # interrupted: ignored
             trials = ev.load_trials(root)
-            self.assertEqual(len(trials), 5)
+            self.assertEqual(len(trials), 6)
             s = ev.summarize(trials, family_full=40)
+            walls = {(r["first_pass_rounds"], r["pairing"]): (r["runs"], r["median_s"])
+                     for r in s["walltime"] if r["kind"] == "aa"}
+            self.assertEqual(walls[(6, "bench")], (2, 100.5))
+            self.assertEqual(walls[(8, "bench")], (1, 140.0))
             by_pairing = {r["pairing"]: r for r in s["aa"]
                           if r["policy"] == "noise_k 2.5, max_threshold 0.15"}
             recorded = [r for r in s["aa"] if r["policy"] == "noise_k 2.5, max_threshold 0.25"]
@@ -329,6 +339,9 @@ class Summary(unittest.TestCase):
             self.assertIn("| 5 % | +5.0 % | ST | bench | noise_k 2.5, max_threshold 0.15 | 1 | "
                           "100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
+            self.assertIn("| aa | bench | full | ?+? s | none | warm | 8 | 1 | 2.3 min |", md)
+            self.assertIn("| aa, full suite | bench | ?+? s | 6 | none | warm | 2 | 1.7 min |",
+                          short)
 
 
 class Replays(unittest.TestCase):
