@@ -936,6 +936,18 @@ def policy_label(t):
     return label
 
 
+def after_rounds_s(t):
+    """Seconds from the end of the last benchmark round to the results: the e2e stage (its
+    release build, which dominates when its build cache is cold, and its checks) and the report.
+    None when results.json lacks the round or creation times."""
+    res = t["results"]
+    ends = [r["started_unix_s"] + r["duration_s"] for r in res.get("rounds", [])
+            if r.get("started_unix_s") is not None and r.get("duration_s") is not None]
+    if not ends or res.get("created_unix_s") is None:
+        return None
+    return max(0.0, res["created_unix_s"] - max(ends))
+
+
 def first_pass_rounds(t):
     """The rounds of the trial's first pass, as its results.json records them (`method.rounds`:
     the suite's or `--rounds`' count, before any noise or confirmation rounds)."""
@@ -1016,6 +1028,7 @@ def summarize(trials, family_full=None):
             wt.items(), key=lambda kv: str(kv[0])):
         walls = [t["wall_s"] for t in ts]
         setups = [t["setup_s"] for t in ts if t.get("setup_s") is not None]
+        afters = [a for a in map(after_rounds_s, ts) if a is not None]
         out["walltime"].append({
             "kind": kind, "suite": suite, "cache": cache, "rounds_arg": rounds, "pairing": pair,
             "criterion": crit, "noise_rounds": noise, "first_pass_rounds": first,
@@ -1023,6 +1036,8 @@ def summarize(trials, family_full=None):
             "median_s": statistics.median(walls), "max_s": max(walls), "min_s": min(walls),
             "median_setup_s": statistics.median(setups) if setups else None,
             "max_setup_s": max(setups) if setups else None,
+            "median_after_s": statistics.median(afters) if afters else None,
+            "max_after_s": max(afters) if afters else None,
         })
     out["revisions"] = sorted({t.get("rev", "?") for t in trials})
     out["hosts"] = sorted({json.dumps(t["host"], sort_keys=True) for t in trials})
@@ -1163,18 +1178,20 @@ def render_md(s, generated):
         "## Wall time per comparison",
         "",
         "setup = checkout and build before the first round (large when the head's code changed "
-        "or the cache is cold).",
+        "or the cache is cold); after = from the last benchmark round to the results (the e2e "
+        "stage: its release build, large when that build's cache is cold, and its checks).",
         "",
         "| kind | pairs | suite | criterion run | noise rounds | cache | rounds | runs | median | "
-        "min … max | median setup | max setup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "min … max | median setup | max setup | median after | max after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["walltime"]:
         L.append(
             f"| {r['kind']} | {r['pairing']} | {r['suite']} | {r['criterion']} | "
             f"{r.get('noise_rounds', 'none')} | {r['cache']} | {rounds_cell(r)} | "
             f"{r['runs']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} … {fmt_s(r['max_s'])} "
-            f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} |"
+            f"| {fmt_s(r['median_setup_s'])} | {fmt_s(r['max_setup_s'])} "
+            f"| {fmt_s(r.get('median_after_s'))} | {fmt_s(r.get('max_after_s'))} |"
         )
     L += ["", "## Regenerate", "", "```sh", "cargo build --release -p harness"]
     L += s["commands"]

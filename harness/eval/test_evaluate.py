@@ -275,9 +275,13 @@ class Summary(unittest.TestCase):
                                                   "load": {"kind": "none"}, "wall_s": 100.0 + i},
                       results([bench("x", st, 100, 100, 0.0)], rounds=6))
             # The same scenario with 8 first-pass rounds: its own A/A and wall-time rows.
+            r8 = results([bench("x", "no_change", 100, 100, 0.0)], rounds=8)
+            # Its last round ends at 1110 s and its results were written at 1130 s: 20 s after.
+            r8["rounds"] = [{"index": 0, "started_unix_s": 1000.0, "duration_s": 60.0},
+                            {"index": 1, "started_unix_s": 1060.0, "duration_s": 50.0}]
+            r8["created_unix_s"] = 1130.0
             write("d8/aa/full-none/run-001", {**base, "kind": "aa", "suite": "full",
-                                              "load": {"kind": "none"}, "wall_s": 140.0},
-                  results([bench("x", "no_change", 100, 100, 0.0)], rounds=8))
+                                              "load": {"kind": "none"}, "wall_s": 140.0}, r8)
             write("d/inject/5pct/trial-001", {
                 **base, "kind": "inject", "suite": "eval", "size_pct": 5.0, "wall_s": 300.0,
                 "targets": {"t": {"class": "st", "spins": 10, "injected_ns": 5.0,
@@ -306,6 +310,10 @@ class Summary(unittest.TestCase):
                      for r in s["walltime"] if r["kind"] == "aa"}
             self.assertEqual(walls[(6, "bench")], (2, 100.5))
             self.assertEqual(walls[(8, "bench")], (1, 140.0))
+            eight = next(r for r in s["walltime"] if r["first_pass_rounds"] == 8)
+            self.assertEqual((eight["median_after_s"], eight["max_after_s"]), (20.0, 20.0))
+            six = next(r for r in s["walltime"] if r["first_pass_rounds"] == 6)
+            self.assertIsNone(six["median_after_s"])  # no round times recorded
             by_pairing = {r["pairing"]: r for r in s["aa"]
                           if r["policy"] == "noise_k 2.5, max_threshold 0.15"}
             recorded = [r for r in s["aa"] if r["policy"] == "noise_k 2.5, max_threshold 0.25"]
@@ -339,7 +347,8 @@ class Summary(unittest.TestCase):
             self.assertIn("| 5 % | +5.0 % | ST | bench | noise_k 2.5, max_threshold 0.15 | 1 | "
                           "100 % | 100 % | 0 % | 0 % | 0 / 0 of 1 |", short)
             self.assertIn("python3 harness/eval/evaluate.py aa --runs 2", md)
-            self.assertIn("| aa | bench | full | ?+? s | none | warm | 8 | 1 | 2.3 min |", md)
+            self.assertIn("| aa | bench | full | ?+? s | none | warm | 8 | 1 | 2.3 min | "
+                          "2.3 min … 2.3 min | 5 s | 5 s | 20 s | 20 s |", md)
             self.assertIn("| aa, full suite | bench | ?+? s | 6 | none | warm | 2 | 1.7 min |",
                           short)
 
