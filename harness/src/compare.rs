@@ -591,6 +591,9 @@ pub fn replay(
         .map(|r| r.index + 1)
         .max()
         .unwrap_or(saved.method.rounds);
+    // The saved run's regular first-pass rounds; those above them were noise rounds, which only
+    // its noisy benchmarks had (absent when none was noisy).
+    let regular = saved.method.rounds.min(recorded_first);
     let first = first_rounds.unwrap_or(recorded_first);
     if first < 2 {
         bail!("--rounds {first}: at least 2 rounds are needed for a paired interval");
@@ -676,7 +679,9 @@ pub fn replay(
         .collect();
     let outcome = Results::decide_all(&benches, &saved.failures, saved.e2e.as_ref());
     let mut method = saved.method.clone();
-    method.rounds = first;
+    // Rounds past the regular ones are the saved noise rounds the replay kept, not regular ones.
+    method.rounds = first.min(regular);
+    method.noise_rounds = first - method.rounds;
     method.confirmation_rounds = policy.confirmation_rounds as u32;
     method.confidence = policy.confidence;
     method.alpha = policy.alpha;
@@ -685,8 +690,11 @@ pub fn replay(
     method.profile = profile
         .map(|(p, path)| format!("{path} (host {}, {} A/A trials)", p.fingerprint, p.trials));
     method.replay = Some(format!(
-        "replayed from {source} (its first pass: {recorded_first} rounds; used: {first}) under \
-         policy {}",
+        "replayed from {source} (its first pass: {}; used: {first}) under policy {}",
+        match recorded_first - regular {
+            0 => format!("{regular} rounds"),
+            n => format!("{regular} rounds + {n} noise rounds"),
+        },
         serde_json::to_string(policy).unwrap_or_default()
     ));
     Ok(Results {
@@ -1653,6 +1661,33 @@ mod tests {
         );
         let slower = by_id(&r, "t/slower");
         assert_eq!((slower.status, slower.rounds), (Status::Regression, 14));
+    }
+
+    #[test]
+    fn a_replay_counts_the_saved_noise_rounds_apart_from_the_regular_ones() {
+        // Saved under the defaults: 6 regular rounds, then 6 noise rounds for t/noisy and
+        // t/spread, then confirmation rounds.
+        let policy = Policy::default();
+        let saved = saved_run(&policy, vec!["t/quiet", "t/noisy", "t/slow", "t/spread"]);
+        assert_eq!(by_id(&saved, "t/noisy").rounds, 12);
+        let r = replay(&saved, &policy, None, None, "saved.json").unwrap();
+        assert_eq!(r.benches, saved.benches);
+        assert_eq!(
+            (r.method.rounds, r.method.noise_rounds),
+            (6, policy.noise_rounds as u32)
+        );
+        let note = r.method.replay.as_deref().unwrap();
+        assert!(
+            note.contains("6 rounds + 6 noise rounds; used: 12"),
+            "{note}"
+        );
+        // Truncated into the noise rounds, then to the regular rounds only.
+        let r9 = replay(&saved, &policy, Some(9), None, "saved.json").unwrap();
+        assert_eq!((r9.method.rounds, r9.method.noise_rounds), (6, 3));
+        assert_eq!(by_id(&r9, "t/noisy").rounds, 9);
+        let r6 = replay(&saved, &policy, Some(6), None, "saved.json").unwrap();
+        assert_eq!((r6.method.rounds, r6.method.noise_rounds), (6, 0));
+        assert_eq!(by_id(&r6, "t/noisy").rounds, 6);
     }
 
     #[test]
