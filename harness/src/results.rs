@@ -188,7 +188,7 @@ pub struct Method {
     pub rounds: u32,
     pub confirmation_rounds: u32,
     /// Extra first-pass rounds for the benchmarks the first `rounds` left ❔ (0: off; absent in
-    /// results written before they existed).
+    /// results written before they existed). In a replay: the saved noise rounds it kept.
     #[serde(default)]
     pub noise_rounds: u32,
     pub order: String,
