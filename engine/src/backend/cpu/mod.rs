@@ -1,7 +1,9 @@
 //! The CPU backend: host tensors, a rayon thread pool, gemm for MatMul.
 //!
-//! Kernels live in one file per op family; this module holds the backend struct, the element
-//! traits the kernels are generic over, the dtype dispatch macro and the parallel-chunk helper.
+//! Kernels live in one file per op family, the families of `crate::ops` and the oracle
+//! (`elementwise`, `reduce`, `layout`, `linalg`, `norm`; `broadcast` is the broadcasting walker
+//! they share); this module holds the backend struct, the element traits the kernels are
+//! generic over, the dtype dispatch macro and the parallel-chunk helper.
 //! Float kernels compute in f32 (f64 for some accumulators) and round back to the storage type;
 //! integer kernels compute in i64 with wrapping arithmetic and truncate back.
 
@@ -52,7 +54,8 @@ macro_rules! with_dtype {
 mod broadcast;
 mod elementwise;
 mod layout;
-mod matmul;
+mod linalg;
+mod norm;
 mod reduce;
 
 /// Below this many output elements a kernel runs on the calling thread: the pool's wake-up
@@ -308,7 +311,7 @@ impl Backend for CpuBackend {
     }
 
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        matmul::matmul(self, a, b)
+        linalg::matmul(self, a, b)
     }
 
     fn gather(&self, data: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
@@ -336,7 +339,7 @@ impl Backend for CpuBackend {
     }
 
     fn rms_norm(&self, x: &Tensor, scale: &Tensor, axis: usize, eps: f32) -> Result<Tensor> {
-        reduce::rms_norm(self, x, scale, axis, eps)
+        norm::rms_norm(self, x, scale, axis, eps)
     }
 }
 

@@ -1,5 +1,5 @@
-//! numpy `matmul` on the `gemm` crate: f32 and f16 natively, bf16 through f32, integers by a
-//! plain loop (they only occur in shape arithmetic).
+//! MatMul (numpy `matmul`, behind MatMul and Gemm) on the `gemm` crate: f32 and f16 natively,
+//! bf16 through f32, integers by a plain loop (they only occur in shape arithmetic).
 
 use gemm::Parallelism;
 use half::{bf16, f16};
