@@ -76,7 +76,7 @@ fn e2e_annotations(results: &Results) -> Vec<String> {
         let command = match c.status {
             E2eStatus::Diverged | E2eStatus::Failed => "error",
             E2eStatus::NearTie => "warning",
-            E2eStatus::NotRun if e.require_cuda && c.device == crate::config::Device::Cuda => {
+            E2eStatus::NotRun if e.require_cuda && c.device == crate::vocab::Device::Cuda => {
                 "error"
             }
             _ => continue,

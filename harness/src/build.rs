@@ -1,12 +1,14 @@
 //! The build stage: `cargo bench --no-run --message-format=json` in a revision's worktree with
 //! that revision's own persistent target dir, collecting the bench executables from cargo's JSON
-//! messages. A failed build is a value ([`BuildFailure`], with the compiler's last lines), never
+//! messages. A failed build is a value ([`ProcessFailure`], with the compiler's last lines), never
 //! a crash of the gate.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use crate::vocab::ProcessFailure;
 
 /// How many lines of compiler output a failure keeps.
 pub const LOG_TAIL_LINES: usize = 30;
@@ -15,12 +17,6 @@ pub const LOG_TAIL_LINES: usize = 30;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BenchExes {
     pub by_target: BTreeMap<String, PathBuf>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct BuildFailure {
-    pub message: String,
-    pub log_tail: Vec<String>,
 }
 
 /// What to build.
@@ -39,7 +35,7 @@ pub struct BuildRequest<'a> {
 
 /// Builds the bench executables. Bench targets that the suite names but the revision lacks are
 /// simply absent from the result (they show up as 🆕/➖), not an error — unless none at all exist.
-pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, BuildFailure> {
+pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, ProcessFailure> {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(req.dir)
         .arg("bench")
@@ -98,7 +94,7 @@ pub struct BinsRequest<'a> {
 /// target dir as its benches (the bench profile inherits release, so the dependencies are built
 /// once). The engine's `cuda` feature is turned on when asked and the revision has it (a revision
 /// from before the CUDA backend builds without it: its CUDA checks then say so, ⏭).
-pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
+pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, ProcessFailure> {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(req.dir)
         .args([
@@ -125,7 +121,7 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, BuildFailure> {
             engine: e.clone(),
             oracle: o.clone(),
         }),
-        _ => Err(BuildFailure {
+        _ => Err(ProcessFailure {
             message: format!(
                 "cargo built no `engine` and `oracle` executables in {}",
                 req.dir.display()
@@ -144,12 +140,12 @@ fn run_cargo(
     dir: &Path,
     target_dir: &Path,
     on_line: &(dyn Fn(&str) + Sync),
-) -> Result<(String, Vec<String>), BuildFailure> {
+) -> Result<(String, Vec<String>), ProcessFailure> {
     cmd.env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| BuildFailure {
+    let mut child = cmd.spawn().map_err(|e| ProcessFailure {
         message: format!("cannot run cargo in {}: {e}", dir.display()),
         log_tail: Vec::new(),
     })?;
@@ -171,12 +167,12 @@ fn run_cargo(
             .read_to_string(&mut stdout);
         (stdout, err.join().unwrap_or_default())
     });
-    let status = child.wait().map_err(|e| BuildFailure {
+    let status = child.wait().map_err(|e| ProcessFailure {
         message: format!("cargo in {}: {e}", dir.display()),
         log_tail: Vec::new(),
     })?;
     if !status.success() {
-        return Err(BuildFailure {
+        return Err(ProcessFailure {
             message: format!("`{what}` failed in {} ({status})", dir.display()),
             log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
         });

@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 
 use crate::build::{BenchExes, BinsRequest, BuildRequest, build_benches, build_e2e_bins};
-use crate::config::{Config, CriterionSettings, Device};
+use crate::config::{Config, CriterionSettings};
 use crate::criterion::exact_filter;
 use crate::e2e::tools::Tools;
 use crate::e2e::{self, SideEnv};
@@ -19,8 +19,10 @@ use crate::host;
 use crate::results::{
     BenchResult, Failure, HostInfo, Method, Results, Revision, SCHEMA, SideResult, Status,
 };
-use crate::run::{Collect, Collected, CriterionMeasurer, Measurer, Side, TargetPlan, run_rounds};
+use crate::run::{Collect, Collected, CriterionMeasurer, Measurer, TargetPlan, run_rounds};
 use crate::stats::{self, BenchInput, NoiseProfile, Phase, Policy};
+use crate::vocab::Device;
+use crate::vocab::{Side, Stage};
 
 /// Where progress goes: a bar on a TTY, plain lines otherwise.
 pub trait Progress: Sync {
@@ -785,7 +787,7 @@ fn describe_sampling(paired: bool, unpaired: &BTreeMap<String, String>) -> Strin
 }
 
 fn build_side(
-    side: &str,
+    side: Side,
     dir: &Path,
     target_dir: &Path,
     config: &Config,
@@ -801,11 +803,10 @@ fn build_side(
         benches: targets,
         on_line: &on_line,
     })
-    .map_err(|f| Failure {
-        side: side.into(),
-        stage: "build".into(),
-        message: f.message,
-        log_tail: f.log_tail,
+    .map_err(|failure| Failure {
+        side,
+        stage: Stage::Build,
+        failure,
     })
 }
 
@@ -851,7 +852,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut sampling = None;
     if !targets.is_empty() {
         let base_exes = build_side(
-            "base",
+            Side::Base,
             &base_wt.path,
             &opts.cache_dir.join("target").join("base"),
             &opts.config,
@@ -861,7 +862,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         .map_err(|f| failures.push(f))
         .ok();
         let head_exes = build_side(
-            "head",
+            Side::Head,
             &head_wt.path,
             &opts.cache_dir.join("target").join("head"),
             &opts.config,
@@ -1231,14 +1232,14 @@ pub fn calibrate(
         .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
     let wt = repo.checkout("base", Checkout::Commit(r.sha.clone()), &opts.cache_dir)?;
     let exes = build_side(
-        "base",
+        Side::Base,
         &wt.path,
         &opts.cache_dir.join("target").join("base"),
         &opts.config,
         &targets,
         progress,
     )
-    .map_err(|f| anyhow::anyhow!("{}\n{}", f.message, f.log_tail.join("\n")))?;
+    .map_err(|f| anyhow::anyhow!("{}\n{}", f.failure.message, f.failure.log_tail.join("\n")))?;
     wt.release()?;
     let work_dir = opts.cache_dir.join("runs").join("calibrate");
     let mut all_trials = Vec::new();
@@ -1272,8 +1273,8 @@ pub fn calibrate(
             bail!(
                 "A/A trial {}: {}\n{}",
                 t + 1,
-                f.message,
-                f.log_tail.join("\n")
+                f.failure.message,
+                f.failure.log_tail.join("\n")
             );
         }
         all_trials.push(inputs_from(&collected));
@@ -1400,7 +1401,7 @@ mod tests {
     use super::*;
     use crate::criterion::Measured;
     use crate::results::{Failure, Outcome, RawSample, ThresholdSource};
-    use crate::run::RunFailure;
+    use crate::vocab::ProcessFailure;
 
     #[test]
     fn a_paired_round_decides_on_the_median_of_its_sample_pairs() {
@@ -1471,7 +1472,7 @@ mod tests {
             target: &str,
             filter: Option<&str>,
             round: u32,
-        ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+        ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
             let mut out = BTreeMap::new();
             for id in self.bench_ids(side, target, filter).unwrap() {
                 if side == Side::Base {
@@ -1892,10 +1893,9 @@ mod tests {
         let mut failing = b;
         failing.benches.clear();
         failing.failures.push(Failure {
-            side: "head".into(),
-            stage: "build".into(),
-            message: "boom".into(),
-            log_tail: Vec::new(),
+            side: Side::Head,
+            stage: Stage::Build,
+            failure: ProcessFailure::new("boom", Vec::new()),
         });
         assert_eq!(merge(vec![a, failing]).unwrap().outcome, Outcome::Fail);
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::stats::Policy;
+use crate::vocab::{Device, Dtype};
 
 /// The file name looked up at the repository root.
 pub const FILE_NAME: &str = "harness.yaml";
@@ -159,45 +160,6 @@ pub struct Config {
     /// End-to-end decode cases (correctness against the oracle and goldens, speed A/B).
     #[serde(default)]
     pub e2e: Option<E2eConfig>,
-}
-
-/// Where an end-to-end check runs (`engine profile --ep`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "snake_case")]
-#[derive(clap::ValueEnum)]
-pub enum Device {
-    Cpu,
-    Cuda,
-}
-
-impl Device {
-    pub fn name(self) -> &'static str {
-        match self {
-            Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
-        }
-    }
-}
-
-/// The float type of an end-to-end check (`engine profile --dtype`; it selects the package).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Dtype {
-    F32,
-    F16,
-}
-
-impl Dtype {
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-        }
-    }
 }
 
 /// The model names the harness knows how to provision; anything else is a package path.

@@ -21,3 +21,4 @@ pub mod results;
 pub mod run;
 pub mod serve;
 pub mod stats;
+pub mod vocab;

@@ -122,7 +122,7 @@ enum Cmd {
         oracle_bin: Vec<String>,
         /// Only end-to-end checks on this device (repeatable; default: every device a case lists).
         #[arg(long, value_enum)]
-        device: Vec<config::Device>,
+        device: Vec<harness::vocab::Device>,
         /// A CUDA end-to-end check that cannot run (no GPU, engine without CUDA) is an error
         /// (exit 2) instead of ⏭.
         #[arg(long)]
@@ -149,7 +149,7 @@ enum Cmd {
         oracle_bin: Option<PathBuf>,
         /// Only checks on this device (repeatable; default: every device a case lists).
         #[arg(long, value_enum)]
-        device: Vec<config::Device>,
+        device: Vec<harness::vocab::Device>,
         /// Only this case of harness.yaml's e2e.cases (repeatable; default: the --suite's e2e
         /// cases, else every case).
         #[arg(long)]

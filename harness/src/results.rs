@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::vocab::{Device, Dtype, ProcessFailure, Side, Stage};
+
 pub const SCHEMA: &str = "harness-results/1";
 
 /// One benchmark's status, in the DESIGN.md vocabulary. The declaration order is the report's
@@ -218,12 +220,11 @@ pub struct Method {
 /// A build or run failure of one side, with the tail of the tool's output.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
-    /// "base" or "head".
-    pub side: String,
-    /// "build" or "run".
-    pub stage: String,
-    pub message: String,
-    pub log_tail: Vec<String>,
+    pub side: Side,
+    pub stage: Stage,
+    /// `message` and `log_tail`, at the top level of the JSON object as always.
+    #[serde(flatten)]
+    pub failure: ProcessFailure,
 }
 
 /// The gate's overall decision.
@@ -371,8 +372,8 @@ pub struct E2eCorrectness {
     /// `case/prompt/device-dtype`.
     pub id: String,
     pub model: String,
-    pub device: crate::config::Device,
-    pub dtype: crate::config::Dtype,
+    pub device: Device,
+    pub dtype: Dtype,
     /// The row's status: the head's.
     pub status: E2eStatus,
     /// None in single-revision runs (`harness e2e`).
@@ -413,8 +414,8 @@ pub struct E2eSpeedSide {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct E2eSpeed {
     pub id: String,
-    pub device: crate::config::Device,
-    pub dtype: crate::config::Dtype,
+    pub device: Device,
+    pub dtype: Dtype,
     /// The A/B status (None in single-revision runs and when not compared: see `not_run`).
     pub status: Option<Status>,
     /// Why the row was not measured or not compared (⏭).
@@ -466,7 +467,7 @@ impl E2eResults {
         }
         self.correctness
             .iter()
-            .filter(|c| c.device == crate::config::Device::Cuda && c.status == E2eStatus::NotRun)
+            .filter(|c| c.device == Device::Cuda && c.status == E2eStatus::NotRun)
             .collect()
     }
 
@@ -474,10 +475,10 @@ impl E2eResults {
     pub fn outcome(&self) -> Outcome {
         // As for the benchmarks (`Results::decide`): without the base's binaries nothing could
         // be compared, so the gate could not run.
-        if !self.missing_cuda().is_empty() || self.failures.iter().any(|f| f.side == "base") {
+        if !self.missing_cuda().is_empty() || self.failures.iter().any(|f| f.side == Side::Base) {
             return Outcome::Error;
         }
-        if self.failures.iter().any(|f| f.side == "head")
+        if self.failures.iter().any(|f| f.side == Side::Head)
             || self
                 .correctness
                 .iter()
@@ -559,7 +560,7 @@ impl Results {
     /// built or run leaves nothing to compare against: the gate could not run. A head that cannot
     /// be built or run is the PR's fault: the gate fails.
     pub fn decide(benches: &[BenchResult], failures: &[Failure]) -> Outcome {
-        if failures.iter().any(|f| f.side == "base") {
+        if failures.iter().any(|f| f.side == Side::Base) {
             return Outcome::Error;
         }
         if !failures.is_empty()
@@ -583,7 +584,7 @@ impl Results {
 mod tests {
     use super::*;
 
-    fn e2e_with_failure(side: &str) -> E2eResults {
+    fn e2e_with_failure(side: Side) -> E2eResults {
         E2eResults {
             mode: E2eMode::Compare,
             require_cuda: false,
@@ -591,17 +592,18 @@ mod tests {
             speed: Vec::new(),
             profile_args: Vec::new(),
             failures: vec![Failure {
-                side: side.into(),
-                stage: "build".into(),
-                message: "`cargo build --release --bin engine --bin oracle` failed".into(),
-                log_tail: Vec::new(),
+                side,
+                stage: Stage::Build,
+                failure: ProcessFailure::bare(
+                    "`cargo build --release --bin engine --bin oracle` failed",
+                ),
             }],
         }
     }
 
     #[test]
     fn an_e2e_build_failure_fails_on_head_and_cannot_run_on_base() {
-        assert_eq!(e2e_with_failure("head").outcome(), Outcome::Fail);
-        assert_eq!(e2e_with_failure("base").outcome(), Outcome::Error);
+        assert_eq!(e2e_with_failure(Side::Head).outcome(), Outcome::Fail);
+        assert_eq!(e2e_with_failure(Side::Base).outcome(), Outcome::Error);
     }
 }

@@ -32,21 +32,7 @@ use crate::criterion::{Measured, read_run};
 use crate::host;
 use crate::results::{Failure, RawSample, RoundInfo, Throughput};
 use crate::serve::PairSettings;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Side {
-    Base,
-    Head,
-}
-
-impl Side {
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Base => "base",
-            Side::Head => "head",
-        }
-    }
-}
+use crate::vocab::{ProcessFailure, Side, Stage};
 
 /// The order of the two sides in round `r`: AB, BA, AB, BA …
 pub fn round_order(r: u32) -> [Side; 2] {
@@ -55,13 +41,6 @@ pub fn round_order(r: u32) -> [Side; 2] {
     } else {
         [Side::Head, Side::Base]
     }
-}
-
-/// A run of one side's bench target that failed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunFailure {
-    pub message: String,
-    pub log_tail: Vec<String>,
 }
 
 /// Measures one bench target of one side, once.
@@ -76,7 +55,7 @@ pub trait Measurer {
         target: &str,
         filter: Option<&str>,
         round: u32,
-    ) -> Result<BTreeMap<String, Measured>, RunFailure>;
+    ) -> Result<BTreeMap<String, Measured>, ProcessFailure>;
     /// The benchmark ids this side's target runs under `filter`, in its own order; `None` when
     /// the measurer cannot list them (the target is then measured in one run per side).
     fn bench_ids(&self, _side: Side, _target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
@@ -95,11 +74,11 @@ pub trait Measurer {
         id: &str,
         order: [Side; 2],
         round: u32,
-    ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+    ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
         let _ = (target, id, round);
         Err((
             order[0],
-            RunFailure {
+            ProcessFailure {
                 message: "this measurer has no paired sampling".into(),
                 log_tail: Vec::new(),
             },
@@ -174,11 +153,11 @@ impl Measurer for CriterionMeasurer {
         id: &str,
         order: [Side; 2],
         round: u32,
-    ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+    ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
         let missing = |side: Side| {
             (
                 side,
-                RunFailure {
+                ProcessFailure {
                     message: format!("{} has no bench target {target:?}", side.name()),
                     log_tail: Vec::new(),
                 },
@@ -189,13 +168,7 @@ impl Measurer for CriterionMeasurer {
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
         match crate::serve::measure_pair(exes, id, &settings, round) {
             Ok([a, b]) => Ok([(order[0], a), (order[1], b)]),
-            Err(f) => Err((
-                order[f.which],
-                RunFailure {
-                    message: f.message,
-                    log_tail: f.log_tail,
-                },
-            )),
+            Err(f) => Err((order[f.which], f.failure)),
         }
     }
 
@@ -205,12 +178,12 @@ impl Measurer for CriterionMeasurer {
         target: &str,
         filter: Option<&str>,
         round: u32,
-    ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+    ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
         let exe = self
             .exes(side)
             .by_target
             .get(target)
-            .ok_or_else(|| RunFailure {
+            .ok_or_else(|| ProcessFailure {
                 message: format!("{} has no bench target {target:?}", side.name()),
                 log_tail: Vec::new(),
             })?;
@@ -219,7 +192,7 @@ impl Measurer for CriterionMeasurer {
             .join(format!("r{round:03}-{}-{target}", side.name()));
         let _ = std::fs::remove_dir_all(&home);
         run_criterion(exe, &self.args, filter, &home, &*self.on_line)?;
-        read_run(&home, round).map_err(|e| RunFailure {
+        read_run(&home, round).map_err(|e| ProcessFailure {
             message: e.to_string(),
             log_tail: Vec::new(),
         })
@@ -233,14 +206,14 @@ pub fn run_criterion(
     filter: Option<&str>,
     home: &Path,
     on_line: &dyn Fn(&str),
-) -> Result<(), RunFailure> {
+) -> Result<(), ProcessFailure> {
     let mut cmd = Command::new(exe);
     cmd.args(args);
     if let Some(f) = filter {
         cmd.arg(f);
     }
     // Criterion resolves relative paths against the executable's cwd: run it in its home.
-    std::fs::create_dir_all(home).map_err(|e| RunFailure {
+    std::fs::create_dir_all(home).map_err(|e| ProcessFailure {
         message: format!("cannot create {}: {e}", home.display()),
         log_tail: Vec::new(),
     })?;
@@ -249,7 +222,7 @@ pub fn run_criterion(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| RunFailure {
+    let mut child = cmd.spawn().map_err(|e| ProcessFailure {
         message: format!("cannot run {}: {e}", exe.display()),
         log_tail: Vec::new(),
     })?;
@@ -271,12 +244,12 @@ pub fn run_criterion(
         lines.append(&mut err);
         lines
     });
-    let status = child.wait().map_err(|e| RunFailure {
+    let status = child.wait().map_err(|e| ProcessFailure {
         message: format!("{}: {e}", exe.display()),
         log_tail: Vec::new(),
     })?;
     if !status.success() {
-        return Err(RunFailure {
+        return Err(ProcessFailure {
             message: format!("{} exited with {status}", exe.display()),
             log_tail: tail(&lines, LOG_TAIL_LINES),
         });
@@ -489,13 +462,12 @@ fn record(into: &mut Collected, target: &str, side: Side, ms: Measured) {
 }
 
 /// A side's target failed: recorded once, and not run again.
-fn fail(into: &mut Collected, side: Side, target: &str, f: RunFailure) {
+fn fail(into: &mut Collected, side: Side, target: &str, f: ProcessFailure) {
     into.failed_targets.push((side, target.to_string()));
     into.failures.push(Failure {
-        side: side.name().into(),
-        stage: "run".into(),
-        message: format!("bench target {target}: {}", f.message),
-        log_tail: f.log_tail,
+        side,
+        stage: Stage::Run,
+        failure: ProcessFailure::new(format!("bench target {target}: {}", f.message), f.log_tail),
     });
 }
 
@@ -566,11 +538,11 @@ mod tests {
             target: &str,
             filter: Option<&str>,
             round: u32,
-        ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+        ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
             self.calls.push((side, target.to_string(), round));
             self.filters.push(filter.map(String::from));
             if self.fail == Some((side, round)) {
-                return Err(RunFailure {
+                return Err(ProcessFailure {
                     message: "boom".into(),
                     log_tail: vec!["panicked".into()],
                 });
@@ -593,7 +565,7 @@ mod tests {
             id: &str,
             order: [Side; 2],
             round: u32,
-        ) -> Result<[(Side, Measured); 2], (Side, RunFailure)> {
+        ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
             self.pairs.push((id.to_string(), order, round));
             Ok(order.map(|side| (side, sample(id, side, round, "paired"))))
         }
@@ -628,8 +600,8 @@ mod tests {
         let mut c = Collected::default();
         run_rounds(&mut m, &plan, 0, 3, false, &mut c, &mut |_, _, _| {});
         assert_eq!(c.failures.len(), 1);
-        assert_eq!(c.failures[0].side, "head");
-        assert!(c.failures[0].message.contains("boom"));
+        assert_eq!(c.failures[0].side, Side::Head);
+        assert!(c.failures[0].failure.message.contains("boom"));
         assert_eq!(c.failed_targets, vec![(Side::Head, "a".to_string())]);
         // Round 1 (BA): head failed on a/x, so base still measured a/x, and a/y ran on base
         // only; round 2 ran base only.

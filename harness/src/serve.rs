@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::build::{LOG_TAIL_LINES, tail};
 use crate::criterion::Measured;
 use crate::results::{RawSample, Throughput};
+use crate::vocab::ProcessFailure;
 
 /// The environment variable that makes a bench executable serve one benchmark.
 pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
@@ -44,8 +45,7 @@ pub struct PairSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PairFailure {
     pub which: usize,
-    pub message: String,
-    pub log_tail: Vec<String>,
+    pub failure: ProcessFailure,
 }
 
 /// One serving executable.
@@ -222,8 +222,7 @@ pub fn measure_pair(
                 }
                 return Err(PairFailure {
                     which,
-                    message,
-                    log_tail,
+                    failure: ProcessFailure::new(message, log_tail),
                 });
             }
         }
@@ -237,8 +236,7 @@ pub fn measure_pair(
             let tails = [first.abort(), second.abort()];
             return Err(PairFailure {
                 which,
-                message,
-                log_tail: tails[which].clone(),
+                failure: ProcessFailure::new(message, tails[which].clone()),
             });
         }
     };
@@ -248,8 +246,7 @@ pub fn measure_pair(
         if let Err((message, log_tail)) = f {
             return Err(PairFailure {
                 which,
-                message,
-                log_tail,
+                failure: ProcessFailure::new(message, log_tail),
             });
         }
     }
@@ -405,8 +402,14 @@ mod tests {
         let old = script(dir.path(), "old", 1000, false, &log);
         let e = measure_pair([&a, &old], ID, &settings(), 0).unwrap_err();
         assert_eq!(e.which, 1);
-        assert!(e.message.contains("did not serve benchmark g/f/p"), "{e:?}");
-        assert!(e.message.contains(&old.display().to_string()), "{e:?}");
+        assert!(
+            e.failure.message.contains("did not serve benchmark g/f/p"),
+            "{e:?}"
+        );
+        assert!(
+            e.failure.message.contains(&old.display().to_string()),
+            "{e:?}"
+        );
         assert!(!log.exists(), "A was never asked for a sample");
         assert!(serves(&a, ID));
         assert!(!serves(&old, ID));
@@ -428,8 +431,11 @@ mod tests {
         );
         let e = measure_pair([&a, &dies], ID, &settings(), 0).unwrap_err();
         assert_eq!(e.which, 1);
-        assert!(e.message.contains("ended during a sample"), "{e:?}");
-        assert!(e.log_tail.iter().any(|l| l.contains("boom")), "{e:?}");
+        assert!(e.failure.message.contains("ended during a sample"), "{e:?}");
+        assert!(
+            e.failure.log_tail.iter().any(|l| l.contains("boom")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::process::{Command, Output};
 
 use git2::{Repository, Signature};
 use harness::results::{Outcome, Results, Status};
+use harness::vocab::{Side, Stage};
 
 mod common;
 use common::{BENCH, CARGO_TOML, lib_rs};
@@ -408,12 +409,16 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     assert_eq!(code, 1);
     assert_eq!(r.outcome, Outcome::Fail);
     assert_eq!(r.failures.len(), 1);
-    assert_eq!(r.failures[0].side, "head");
-    assert_eq!(r.failures[0].stage, "build");
+    assert_eq!(r.failures[0].side, Side::Head);
+    assert_eq!(r.failures[0].stage, Stage::Build);
     assert!(
-        r.failures[0].log_tail.iter().any(|l| l.contains("error")),
+        r.failures[0]
+            .failure
+            .log_tail
+            .iter()
+            .any(|l| l.contains("error")),
         "{:?}",
-        r.failures[0].log_tail
+        r.failures[0].failure.log_tail
     );
     let md = std::fs::read_to_string(runs.join("broken-head/report.md")).unwrap();
     assert!(md.contains("⛔"), "{md}");

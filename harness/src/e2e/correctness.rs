@@ -10,8 +10,8 @@
 use oracles::compare::{self as oc, NEAR_TIE_F16, NEAR_TIE_F32, Verdict};
 
 use super::contract::StepTop;
-use crate::config::Dtype;
 use crate::results::{E2eDivergence, E2eStatus, RefVerdict};
+use crate::vocab::Dtype;
 
 /// A reference decode: the oracle's or a golden's.
 #[derive(Clone, Copy, Debug)]

@@ -23,14 +23,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::compare::Progress;
-use crate::config::{Device, Dtype, E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
+use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
 use crate::criterion::Measured;
 use crate::results::{
     BenchResult, CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed,
     E2eSpeedSide, E2eStatus, Failure, RawSample, RefVerdict, Status, ThresholdSource,
 };
-use crate::run::{Measurer, RunFailure, Side, TargetPlan};
+use crate::run::{Measurer, TargetPlan};
 use crate::stats::{self, Policy};
+use crate::vocab::{Device, Dtype};
+use crate::vocab::{ProcessFailure, Side, Stage};
 use contract::{Golden, Profile};
 use correctness::{Reference, judge};
 use tools::{ProfileRequest, Prompt, ToolFailure, Tools};
@@ -163,8 +165,8 @@ impl Blocked {
         match f.not_run {
             Some(why) => Blocked::NotRun(why),
             None => Blocked::Failed {
-                message: f.message,
-                log_tail: f.log_tail,
+                message: f.failure.message,
+                log_tail: f.failure.log_tail,
             },
         }
     }
@@ -398,9 +400,9 @@ fn judge_side(
             steps: &o.steps,
         }),
         Err(f) => {
-            notes.push(format!("oracle failed: {}", f.message));
-            log_tail = f.log_tail.clone();
-            Err(format!("oracle failed: {}", f.message))
+            notes.push(format!("oracle failed: {}", f.failure.message));
+            log_tail = f.failure.log_tail.clone();
+            Err(format!("oracle failed: {}", f.failure.message))
         }
     };
     let golden_ref = match &p.golden {
@@ -612,10 +614,9 @@ fn build_failures(envs: &[&SideEnv]) -> Vec<Failure> {
     envs.iter()
         .filter_map(|e| {
             e.build_failure.as_ref().map(|m| Failure {
-                side: e.side.name().into(),
-                stage: "build".into(),
-                message: format!("end-to-end binaries: {m}"),
-                log_tail: Vec::new(),
+                side: e.side,
+                stage: Stage::Build,
+                failure: ProcessFailure::bare(format!("end-to-end binaries: {m}")),
             })
         })
         .collect()
@@ -652,14 +653,14 @@ impl Measurer for E2eMeasurer<'_> {
         target: &str,
         _filter: Option<&str>,
         round: u32,
-    ) -> Result<BTreeMap<String, Measured>, RunFailure> {
+    ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
         let s = ix(side);
         let (Some(check), Some(Ok(p)), Some(tools)) = (
             self.checks.get(target),
             self.prepared[s].get(target),
             self.tools[s].as_ref(),
         ) else {
-            return Err(RunFailure {
+            return Err(ProcessFailure {
                 message: format!("{target} is not prepared on {}", side.name()),
                 log_tail: Vec::new(),
             });
@@ -687,9 +688,9 @@ impl Measurer for E2eMeasurer<'_> {
                 )]))
             }
             Err(f) => {
-                let rf = RunFailure {
-                    message: f.message.clone(),
-                    log_tail: f.log_tail.clone(),
+                let rf = ProcessFailure {
+                    message: f.failure.message.clone(),
+                    log_tail: f.failure.log_tail.clone(),
                 };
                 self.failed[s].insert(target.to_string(), Blocked::from_tool(f));
                 Err(rf)

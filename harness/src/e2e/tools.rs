@@ -8,13 +8,12 @@ use std::process::{Command, Stdio};
 
 use super::contract::{OracleDecode, Profile, parse_oracle, parse_profile};
 use crate::build::{LOG_TAIL_LINES, tail};
-use crate::config::{Device, Dtype};
+use crate::vocab::{Device, Dtype, ProcessFailure};
 
 /// A tool run that did not give a result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolFailure {
-    pub message: String,
-    pub log_tail: Vec<String>,
+    pub failure: ProcessFailure,
     /// Set when the failure means "cannot run here" (no CUDA device, engine built without CUDA,
     /// model not provisioned) rather than "broken": the check is ⏭, not ⛔.
     pub not_run: Option<String>,
@@ -23,8 +22,7 @@ pub struct ToolFailure {
 impl ToolFailure {
     fn new(message: String, log_tail: Vec<String>) -> ToolFailure {
         ToolFailure {
-            message,
-            log_tail,
+            failure: ProcessFailure::new(message, log_tail),
             not_run: None,
         }
     }
@@ -175,7 +173,7 @@ impl Tools {
         args.push("--json".into());
         let out = run(&self.engine, &args).map_err(|mut f| {
             if req.device == Device::Cuda {
-                let all = format!("{}\n{}", f.message, f.log_tail.join("\n"));
+                let all = format!("{}\n{}", f.failure.message, f.failure.log_tail.join("\n"));
                 f.not_run = cuda_unavailable(&all);
             }
             f
@@ -221,15 +219,14 @@ impl Tools {
     /// f16 package directories it prints. A failure is "not provisioned" (⏭) with the fix.
     pub fn fetch_smollm2(&self) -> Result<(PathBuf, PathBuf), ToolFailure> {
         let not_provisioned = |why: String, log_tail: Vec<String>| ToolFailure {
-            message: why.clone(),
-            log_tail,
+            failure: ProcessFailure::new(why.clone(), log_tail),
             not_run: Some(format!(
                 "model {} not provisioned: {why} (run `engine fetch smollm2`)",
                 crate::config::MODEL_SMOLLM2
             )),
         };
         let out = run(&self.engine, &["fetch".into(), "smollm2".into()])
-            .map_err(|f| not_provisioned(f.message, f.log_tail))?;
+            .map_err(|f| not_provisioned(f.failure.message, f.failure.log_tail))?;
         let dirs: Vec<PathBuf> = out
             .lines()
             .map(str::trim)

@@ -10,6 +10,7 @@ use crate::results::{
     CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed, E2eSpeedSide,
     E2eStatus, RefVerdict, Results, Status,
 };
+use crate::vocab::Side;
 
 const EMPTY: &str = "—";
 
@@ -82,7 +83,7 @@ pub fn verdict_clause(e: &E2eResults) -> String {
             plural(n(E2eStatus::Failed), "e2e check", "e2e checks")
         ));
     }
-    for f in e.failures.iter().filter(|f| f.side == "head") {
+    for f in e.failures.iter().filter(|f| f.side == Side::Head) {
         parts.push(format!("PR's e2e binaries failed to {}", f.stage));
     }
     if n(E2eStatus::NearTie) > 0 {
@@ -337,9 +338,9 @@ pub fn markdown_correctness(results: &Results, esc: &dyn Fn(&str) -> String) -> 
         let _ = writeln!(
             s,
             "\n**{} e2e binaries failed to {}:** {}",
-            super::side_name(&f.side),
+            f.side.word(),
             f.stage,
-            esc(&f.message)
+            esc(&f.failure.message)
         );
     }
     Some(s)
@@ -580,9 +581,9 @@ pub fn terminal(results: &Results) -> String {
         let _ = writeln!(
             out,
             "⛔ {} e2e binaries failed to {}: {}",
-            super::side_name(&f.side),
+            f.side.word(),
             f.stage,
-            f.message
+            f.failure.message
         );
     }
     out

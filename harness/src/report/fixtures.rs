@@ -5,6 +5,7 @@ use crate::results::{
     BenchResult, Change, Failure, HostInfo, Method, Outcome, RawSample, Results, Revision,
     RoundInfo, SideResult, Status, ThresholdSource, Throughput,
 };
+use crate::vocab::{ProcessFailure, Side, Stage};
 
 fn side(median_ns: f64) -> SideResult {
     SideResult {
@@ -265,14 +266,15 @@ pub fn mixed() -> Results {
         note: Some("PR: bench executable `attention` was killed by signal 11 (SIGSEGV)".into()),
     });
     let failures = vec![Failure {
-        side: "head".into(),
-        stage: "run".into(),
-        message: "bench executable `attention` was killed by signal 11 (SIGSEGV) in round 4"
-            .into(),
-        log_tail: vec![
+        side: Side::Head,
+        stage: Stage::Run,
+        failure: ProcessFailure::new(
+            "bench executable `attention` was killed by signal 11 (SIGSEGV) in round 4",
+            vec![
             "Benchmarking attention/gqa/128: Warming up for 500.00 ms".into(),
             "\u{1b}[1m\u{1b}[31merror\u{1b}[0m: process didn't exit successfully: `attention-3f2a --bench` (signal: 11, SIGSEGV: invalid memory reference)".into(),
         ],
+        ),
     }];
     let head = Revision {
         spec: "working tree".into(),
@@ -326,18 +328,20 @@ pub fn clean_pass(n: usize) -> Results {
 /// The base did not build: nothing was measured, the gate could not run.
 pub fn base_build_failure() -> Results {
     let failures = vec![Failure {
-        side: "base".into(),
-        stage: "build".into(),
-        message: "cargo build --benches failed in the base worktree (exit status 101)".into(),
-        log_tail: vec![
-            "error[E0425]: cannot find value `scale` in this scope".into(),
-            "   --> engine/src/cpu/attention.rs:88:23".into(),
-            "    |".into(),
-            "88  |     let s = dot(q, k) * scale;".into(),
-            "    |                         ^^^^^ not found in this scope".into(),
-            "```".into(),
-            "error: could not compile `engine` (lib) due to 1 previous error".into(),
-        ],
+        side: Side::Base,
+        stage: Stage::Build,
+        failure: ProcessFailure::new(
+            "cargo build --benches failed in the base worktree (exit status 101)",
+            vec![
+                "error[E0425]: cannot find value `scale` in this scope".into(),
+                "   --> engine/src/cpu/attention.rs:88:23".into(),
+                "    |".into(),
+                "88  |     let s = dot(q, k) * scale;".into(),
+                "    |                         ^^^^^ not found in this scope".into(),
+                "```".into(),
+                "error: could not compile `engine` (lib) due to 1 previous error".into(),
+            ],
+        ),
     }];
     let head = Revision {
         spec: "HEAD".into(),
@@ -382,11 +386,11 @@ fn e2e_side(
 /// A clean benchmark pass with end-to-end rows: one answer the PR changed (the headline), one
 /// near-tie flip, one CUDA row not run, a confirmed e2e slowdown and a changed CUDA-graph counter.
 pub fn with_e2e() -> Results {
-    use crate::config::{Device, Dtype};
     use crate::results::{
         CudaGraphCounters, E2eCorrectness, E2eDivergence, E2eMode, E2eResults, E2eSpeed, E2eStatus,
         RefVerdict,
     };
+    use crate::vocab::{Device, Dtype};
     let mut r = clean_pass(2);
     let diverged = {
         let mut c = e2e_ok();

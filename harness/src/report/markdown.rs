@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use super::format as fmt;
-use super::{Cells, MARKER, counts_line, log_tail, side_name, verdict, worst_first};
+use super::{Cells, MARKER, counts_line, log_tail, verdict, worst_first};
 use crate::results::{BenchResult, Results, Status};
 
 /// With more rows than this, the ✅ rows fold into a `<details>` block.
@@ -266,15 +266,15 @@ fn failures(results: &Results) -> Option<String> {
         let _ = writeln!(
             s,
             "\n**{} failed to {}:** {}\n",
-            capitalized(side_name(&f.side)),
+            capitalized(f.side.word()),
             f.stage,
-            escape(&f.message)
+            escape(&f.failure.message)
         );
-        let tail = log_tail(&f.log_tail, LOG_LINES, LOG_WIDTH);
+        let tail = log_tail(&f.failure.log_tail, LOG_LINES, LOG_WIDTH);
         if tail.is_empty() {
             s.push_str("(no output was captured)\n");
         } else {
-            if f.log_tail.len() > tail.len() {
+            if f.failure.log_tail.len() > tail.len() {
                 let _ = writeln!(s, "Last {} lines of the output:\n", tail.len());
             }
             s.push_str(&fenced("text", &tail));

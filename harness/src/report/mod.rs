@@ -22,6 +22,7 @@ mod fixtures;
 use std::ffi::OsStr;
 
 use crate::results::{BenchResult, Outcome, Results, Status};
+use crate::vocab::Side;
 
 pub use export::{github_action_benchmark, json};
 pub use markdown::{markdown, markdown_truncated};
@@ -162,14 +163,6 @@ impl Cells {
     }
 }
 
-/// "PR" for head, "base" for base: the words the report uses for the two sides.
-fn side_name(side: &str) -> &str {
-    match side {
-        "head" => "PR",
-        other => other,
-    }
-}
-
 /// Whether this is a single-revision end-to-end run (`harness e2e`).
 fn single_revision(results: &Results) -> bool {
     results
@@ -226,7 +219,7 @@ fn bench_verdict(results: &Results, outcome: Outcome) -> (&'static str, String) 
             let why: Vec<String> = results
                 .failures
                 .iter()
-                .filter(|f| f.side == "base")
+                .filter(|f| f.side == Side::Base)
                 .map(|f| format!("base failed to {}", f.stage))
                 .collect();
             let head = if why.is_empty() {
@@ -248,7 +241,7 @@ fn bench_verdict(results: &Results, outcome: Outcome) -> (&'static str, String) 
                 }
             }
             for f in &results.failures {
-                parts.push(format!("{} failed to {}", side_name(&f.side), f.stage));
+                parts.push(format!("{} failed to {}", f.side.word(), f.stage));
             }
             if parts.is_empty() {
                 parts.push("failed".to_string());

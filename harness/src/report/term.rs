@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table, presets};
 
 use super::format as fmt;
-use super::{Cells, counts_line, log_tail, side_name, verdict, worst_first};
+use super::{Cells, counts_line, log_tail, verdict, worst_first};
 use crate::results::{Results, Status};
 
 /// Lines of a failure log shown in the terminal: a pointer, the full tail is in the JSON.
@@ -88,11 +88,11 @@ pub fn terminal(results: &Results, color: bool) -> String {
         let _ = writeln!(
             out,
             "⛔ {} failed to {}: {}",
-            side_name(&f.side),
+            f.side.word(),
             f.stage,
-            f.message
+            f.failure.message
         );
-        for l in log_tail(&f.log_tail, LOG_LINES, LOG_WIDTH) {
+        for l in log_tail(&f.failure.log_tail, LOG_LINES, LOG_WIDTH) {
             let _ = writeln!(out, "   │ {l}");
         }
     }
