@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -90,12 +91,20 @@ impl Default for CriterionSettings {
     }
 }
 
+/// A paired round's settings (`measure::serve`): how long each side warms up and measures, and in how many samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairSettings {
+    pub warm_up: Duration,
+    pub measurement: Duration,
+    pub samples: u32,
+}
+
 impl CriterionSettings {
     /// Warm-up, measurement and sample count of a paired round (harness/src/serve.rs).
-    pub fn pair_settings(&self) -> crate::serve::PairSettings {
-        crate::serve::PairSettings {
-            warm_up: std::time::Duration::from_secs_f64(self.warm_up_s),
-            measurement: std::time::Duration::from_secs_f64(self.measurement_s),
+    pub fn pair_settings(&self) -> PairSettings {
+        PairSettings {
+            warm_up: Duration::from_secs_f64(self.warm_up_s),
+            measurement: Duration::from_secs_f64(self.measurement_s),
             samples: self.sample_size,
         }
     }

@@ -28,10 +28,10 @@ use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::build::{BenchExes, LOG_TAIL_LINES, tail};
+use crate::config::PairSettings;
 use crate::criterion::{Measured, read_run};
 use crate::host;
 use crate::results::{Failure, RawSample, RoundInfo, Throughput};
-use crate::serve::PairSettings;
 use crate::vocab::{ProcessFailure, Side, Stage};
 
 /// The order of the two sides in round `r`: AB, BA, AB, BA …

@@ -19,9 +19,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
 use crate::build::{LOG_TAIL_LINES, tail};
+use crate::config::PairSettings;
 use crate::criterion::Measured;
 use crate::results::{RawSample, Throughput};
 use crate::vocab::ProcessFailure;
@@ -32,14 +32,6 @@ const PREFIX: &str = "harness-serve";
 /// `RawSample::sampling_mode` of paired samples: sample `i` of base and of head were taken back
 /// to back, and the round's log ratio is the median over those pairs (`stats::paired_log_ratio`).
 pub const SAMPLING_MODE: &str = "paired";
-
-/// How long each side warms up and measures, and in how many samples.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PairSettings {
-    pub warm_up: Duration,
-    pub measurement: Duration,
-    pub samples: u32,
-}
 
 /// What went wrong, and on which of the two executables (index into the `exes` given).
 #[derive(Clone, Debug, PartialEq)]
@@ -320,6 +312,7 @@ pub fn serves(exe: &Path, id: &str) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
 
     const ID: &str = "g/f/p";
 

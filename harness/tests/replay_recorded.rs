@@ -107,24 +107,21 @@ fn runs_under_the_current_defaults_replay_to_exactly_what_they_saved() {
             if a.id != b.id || a.status != b.status {
                 changed.push(format!(
                     "{}: {} {:?} → {} {:?}",
-                    r.rel,
-                    a.id,
-                    a.status,
-                    b.id,
-                    b.status
+                    r.rel, a.id, a.status, b.id, b.status
                 ));
             }
         }
         if saved.outcome != replayed.outcome {
             changed.push(format!(
                 "{}: outcome {:?} → {:?}",
-                r.rel,
-                saved.outcome,
-                replayed.outcome
+                r.rel, saved.outcome, replayed.outcome
             ));
         }
     }
-    assert!(runs >= 40, "expected the 2026-11-30-rounds8 runs, found {runs}");
+    assert!(
+        runs >= 40,
+        "expected the 2026-11-30-rounds8 runs, found {runs}"
+    );
     eprintln!("{runs} saved runs, {rows} rows replayed");
     assert!(
         changed.is_empty(),

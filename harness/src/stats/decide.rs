@@ -5,19 +5,7 @@
 use super::paired::{PairedT, holm, log_ratios};
 use super::policy::Policy;
 use super::profile::NoiseProfile;
-use crate::results::{Change, Status, ThresholdSource};
-
-/// One benchmark's per-round estimates (ns per iteration, e.g. from
-/// [`round_estimate`](super::round_estimate)), paired by index: `base[i]` and `head[i]` were
-/// measured back to back in round `i`. A side that is `None` does not exist on that revision
-/// (🆕 / ➖); a round whose value is invalid (NaN, ≤ 0) is dropped with its pair. Failures (⛔)
-/// are the caller's: they never reach the stats.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BenchInput {
-    pub id: String,
-    pub base: Option<Vec<f64>>,
-    pub head: Option<Vec<f64>>,
-}
+use super::types::{BenchInput, Change, Status, Threshold, ThresholdSource};
 
 /// Which pass of the decision this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,50 +16,6 @@ pub enum Phase {
     /// After the confirmation rounds: rounds with index `≥ first_rounds` are confirmation rounds
     /// (only suspects have them). 🔴 needs them.
     Final { first_rounds: usize },
-}
-
-/// A relative threshold and where it came from.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Threshold {
-    /// Relative (0.03 = 3 %): changes within ±threshold are not flagged.
-    pub value: f64,
-    pub source: ThresholdSource,
-    /// The noise-derived value before the floor, `exp(noise_k · noise) − 1` (0 for `Config`).
-    pub derived: f64,
-}
-
-impl Threshold {
-    /// `max(floor, exp(noise_k · noise) − 1)` for a noise (standard deviation of the change
-    /// estimate, log-ratio units) from `source`; the source becomes `Floor` when the floor wins.
-    pub fn from_noise(noise: f64, source: ThresholdSource, policy: &Policy) -> Threshold {
-        let derived = (policy.noise_k * noise).exp_m1();
-        if derived >= policy.floor {
-            Threshold {
-                value: derived,
-                source,
-                derived,
-            }
-        } else {
-            Threshold {
-                value: policy.floor,
-                source: ThresholdSource::Floor,
-                derived,
-            }
-        }
-    }
-
-    fn floor(policy: &Policy) -> Threshold {
-        Threshold {
-            value: policy.floor,
-            source: ThresholdSource::Floor,
-            derived: 0.0,
-        }
-    }
-
-    /// Log-ratio form, `ln(1 + value)`, the scale the tests run on.
-    fn log(&self) -> f64 {
-        self.value.ln_1p()
-    }
 }
 
 /// One benchmark's verdict.

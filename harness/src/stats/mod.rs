@@ -11,6 +11,7 @@ mod decide;
 mod paired;
 mod policy;
 mod profile;
+mod types;
 
 #[cfg(test)]
 mod sim;
@@ -19,10 +20,11 @@ pub use aggregate::{
     ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate, std_dev,
     summarize,
 };
-pub use decide::{BenchInput, Decision, Phase, Threshold, analyze, noisy, suspects};
+pub use decide::{Decision, Phase, analyze, noisy, suspects};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
 pub use policy::{Policy, PolicyError};
 pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};
+pub use types::{BenchInput, Change, Status, Threshold, ThresholdSource};
 
 /// The multiple-comparison correction, as `results::Method::correction` names it.
 pub const CORRECTION: &str = "holm";

@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::decide::{BenchInput, Threshold};
 use super::paired::{PairedT, log_ratios};
 use super::policy::Policy;
-use crate::results::ThresholdSource;
+use super::types::{BenchInput, Threshold, ThresholdSource};
 
 pub const PROFILE_SCHEMA: &str = "harness-noise-profile/1";
 

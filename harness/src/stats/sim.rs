@@ -1,9 +1,10 @@
 //! Test-only: a deterministic random generator and a simulated noisy machine, so the method's
 //! error rates can be checked against the gate's targets without a benchmark in sight.
 
-use super::decide::{BenchInput, Decision, Phase, analyze, noisy, suspects};
+use super::decide::{Decision, Phase, analyze, noisy, suspects};
 use super::policy::Policy;
 use super::profile::NoiseProfile;
+use super::types::BenchInput;
 
 /// SplitMix64 (Steele, Lea & Flood 2014): tiny, seedable, good enough for test noise.
 pub struct Rng(u64);
