@@ -12,6 +12,11 @@ pub mod cuda;
 #[cfg(not(feature = "cuda"))]
 #[path = "cuda_stub.rs"]
 pub mod cuda;
+/// The CUDA op codes are plain Rust: their tests (generated defines vs `kernels/ops.cu`) also run
+/// in builds without the `cuda` feature, which is what CI's CPU jobs test.
+#[cfg(all(test, not(feature = "cuda")))]
+#[path = "cuda/op_codes.rs"]
+mod cuda_op_codes;
 
 use crate::dtype::DType;
 use crate::error::Result;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig, sys as cublas_sys};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
+use super::op_codes::{binary_code, unary_code};
 use super::{Device, cu_err};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BinaryOp, ReduceOp, SliceDim, UnaryOp};
@@ -236,31 +237,12 @@ impl Backend for CudaBackend {
 
     fn unary(&self, op: UnaryOp, x: &CudaTensor) -> Result<CudaTensor> {
         use UnaryOp::*;
-        let (code, p, q) = match op {
-            Neg => (0, 0.0, 0.0),
-            Abs => (1, 0.0, 0.0),
-            Sqrt => (2, 0.0, 0.0),
-            Reciprocal => (3, 0.0, 0.0),
-            Exp => (4, 0.0, 0.0),
-            Log => (5, 0.0, 0.0),
-            Sigmoid => (6, 0.0, 0.0),
-            Tanh => (7, 0.0, 0.0),
-            Cos => (8, 0.0, 0.0),
-            Sin => (9, 0.0, 0.0),
-            Erf => (10, 0.0, 0.0),
-            Floor => (11, 0.0, 0.0),
-            Ceil => (12, 0.0, 0.0),
-            Round => (13, 0.0, 0.0),
-            Sign => (14, 0.0, 0.0),
-            Relu => (15, 0.0, 0.0),
-            Softplus => (16, 0.0, 0.0),
-            Silu => (17, 0.0, 0.0),
-            LeakyRelu(a) => (18, a, 0.0),
-            Elu(a) => (19, a, 0.0),
-            HardSigmoid { alpha, beta } => (20, alpha, beta),
-            Not | IsNaN => (-1, 0.0, 0.0),
+        let (p, q) = match op {
+            LeakyRelu(a) | Elu(a) => (a, 0.0),
+            HardSigmoid { alpha, beta } => (alpha, beta),
+            _ => (0.0, 0.0),
         };
-        let Some(sfx) = float_sfx(x.dtype).filter(|_| code >= 0) else {
+        let (Some(sfx), Some(code)) = (float_sfx(x.dtype), unary_code(op)) else {
             return self.on_host(&[x], |cpu, h| cpu.unary(op, &h[0]));
         };
         let y = self.alloc(x.dtype, x.shape.clone())?;
@@ -288,22 +270,9 @@ impl Backend for CudaBackend {
     }
 
     fn binary(&self, op: BinaryOp, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
-        use BinaryOp::*;
-        let code = match op {
-            Add => 0,
-            Sub => 1,
-            Mul => 2,
-            Div => 3,
-            Pow => 4,
-            Max => 5,
-            Min => 6,
-            Mod { fmod: true } => 7,
-            Mod { fmod: false } => 8,
-            _ => -1,
-        };
-        let sfx = float_sfx(a.dtype).filter(|_| code >= 0 && a.dtype == b.dtype);
+        let sfx = float_sfx(a.dtype).filter(|_| a.dtype == b.dtype);
         let rank = a.shape.len().max(b.shape.len());
-        let (Some(sfx), true) = (sfx, rank <= MAX_RANK) else {
+        let (Some(sfx), Some(code), true) = (sfx, binary_code(op), rank <= MAX_RANK) else {
             return self.on_host(&[a, b], |cpu, h| cpu.binary(op, &h[0], &h[1]));
         };
         // Broadcast both to the output shape with 0 strides on size-1 / missing dims.

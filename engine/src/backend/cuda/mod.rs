@@ -3,7 +3,9 @@
 //! error, not a panic (cudarc panics on a missing library: [`check_available`] looks first).
 //! Kernels live in `kernels/*.cu` (plus the shared `common.cuh`), embedded with `include_str!`,
 //! compiled by NVRTC for the live GPU's compute capability on first use and cached on disk under
-//! the engine cache dir, keyed by a hash of source + arch + NVRTC version.
+//! the engine cache dir, keyed by a hash of source + arch + NVRTC version. Every source is
+//! preceded by the op-code `#define`s of [`op_codes`], the one definition of the codes the host
+//! passes to `kernels/ops.cu`.
 //!
 //! - [`llama`]: the fused llama decode path (5 kernels per layer, device KV cache, on-device
 //!   argmax, one CUDA graph per step) behind `engine profile --ep cuda`.
@@ -11,6 +13,7 @@
 
 pub mod backend;
 pub mod llama;
+mod op_codes;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -194,15 +197,17 @@ impl Device {
 /// binary's, so an edited kernel must keep its signature.
 pub const KERNEL_SRC_ENV: &str = "ENGINE_CUDA_KERNEL_SRC";
 
-/// The full source NVRTC compiles for `module`: the shared header, then the module.
+/// The full source NVRTC compiles for `module`: the op-code defines ([`op_codes::prelude`]), the
+/// shared header, then the module. The defines come from the binary with overridden sources too.
 fn kernel_source(module: &str) -> Result<String> {
+    let prelude = op_codes::prelude();
     let builtin = SOURCES
         .iter()
         .find(|(n, _)| *n == module)
         .map(|(_, s)| *s)
         .ok_or_else(|| Error::msg(format!("cuda: no kernel module {module}")))?;
     let Some(dir) = std::env::var_os(KERNEL_SRC_ENV).filter(|d| !d.is_empty()) else {
-        return Ok(format!("{COMMON}\n{builtin}"));
+        return Ok(format!("{prelude}\n{COMMON}\n{builtin}"));
     };
     let dir = PathBuf::from(dir);
     let read = |name: &str| {
@@ -215,7 +220,7 @@ fn kernel_source(module: &str) -> Result<String> {
         })
     };
     Ok(format!(
-        "{}\n{}",
+        "{prelude}\n{}\n{}",
         read("common.cuh")?,
         read(&format!("{module}.cu"))?
     ))

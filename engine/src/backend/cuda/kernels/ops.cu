@@ -1,6 +1,8 @@
 // Generic primitives of CudaBackend (backend/cuda/backend.rs): elementwise unary and broadcasting
 // binary ops on float tensors, strided copies (transpose, slice, expand, concat), gather, RMS
-// norm and softmax. One kernel name per op and storage type: `{op}_{dtype}`.
+// norm and softmax. One kernel name per op and storage type: `{op}_{dtype}`. The op codes of
+// unop / binop (OP_ADD, …) are #defined ahead of this file by backend/cuda/op_codes.rs (the one definition
+// the host side passes too).
 
 #define MAX_RANK 8
 
@@ -47,15 +49,17 @@ extern "C" __global__ void copy_strided_8(const unsigned long long* s, unsigned 
 // source), the output is contiguous.
 __device__ __forceinline__ float binop(int op, float a, float b) {
     switch (op) {
-        case 0: return a + b;
-        case 1: return a - b;
-        case 2: return a * b;
-        case 3: return a / b;
-        case 4: return powf(a, b);
-        case 5: return (a >= b || a != a) ? a : b;
-        case 6: return (a <= b || a != a) ? a : b;
-        case 7: return fmodf(a, b);
-        default: { float r = fmodf(a, b); if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b; return r; }
+        case OP_ADD: return a + b;
+        case OP_SUB: return a - b;
+        case OP_MUL: return a * b;
+        case OP_DIV: return a / b;
+        case OP_POW: return powf(a, b);
+        case OP_MAX: return (a >= b || a != a) ? a : b;
+        case OP_MIN: return (a <= b || a != a) ? a : b;
+        case OP_FMOD: return fmodf(a, b);
+        case OP_MOD: { float r = fmodf(a, b); if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b; return r; }
+        // A code the host does not send: a host/kernel mismatch, never a silent result.
+        default: __trap(); return 0.0f;
     }
 }
 
@@ -82,32 +86,34 @@ __device__ __forceinline__ float sigmoid(float x) {
 
 __device__ __forceinline__ float unop(int op, float x, float p, float q) {
     switch (op) {
-        case 0: return -x;
-        case 1: return fabsf(x);
-        case 2: return sqrtf(x);
-        case 3: return 1.0f / x;
-        case 4: return expf(x);
-        case 5: return logf(x);
-        case 6: return sigmoid(x);
-        case 7: return tanhf(x);
-        case 8: return cosf(x);
-        case 9: return sinf(x);
-        case 10: return erff(x);
-        case 11: return floorf(x);
-        case 12: return ceilf(x);
-        case 13: return rintf(x);
-        case 14: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
-        case 15: return x < 0.0f ? 0.0f : x;
+        case OP_NEG: return -x;
+        case OP_ABS: return fabsf(x);
+        case OP_SQRT: return sqrtf(x);
+        case OP_RECIPROCAL: return 1.0f / x;
+        case OP_EXP: return expf(x);
+        case OP_LOG: return logf(x);
+        case OP_SIGMOID: return sigmoid(x);
+        case OP_TANH: return tanhf(x);
+        case OP_COS: return cosf(x);
+        case OP_SIN: return sinf(x);
+        case OP_ERF: return erff(x);
+        case OP_FLOOR: return floorf(x);
+        case OP_CEIL: return ceilf(x);
+        case OP_ROUND: return rintf(x);
+        case OP_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+        case OP_RELU: return x < 0.0f ? 0.0f : x;
         // max(x, 0) + log(1 + exp(-|x|)): no overflow for large |x|.
-        case 16: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
-        case 17: return x * sigmoid(x);
-        case 18: return x < 0.0f ? p * x : x;
-        case 19: return x < 0.0f ? p * expm1f(x) : x;
-        default: {
+        case OP_SOFTPLUS: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+        case OP_SILU: return x * sigmoid(x);
+        case OP_LEAKY_RELU: return x < 0.0f ? p * x : x;
+        case OP_ELU: return x < 0.0f ? p * expm1f(x) : x;
+        case OP_HARD_SIGMOID: {
             // Two roundings, as on the CPU (no fused multiply-add); a NaN stays NaN.
             float v = __fadd_rn(__fmul_rn(p, x), q);
             return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
         }
+        // A code the host does not send: a host/kernel mismatch, never a silent result.
+        default: __trap(); return 0.0f;
     }
 }
 
