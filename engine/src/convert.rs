@@ -14,6 +14,7 @@ use std::process::Command;
 
 use serde_json::json;
 
+pub use crate::cache::{CACHE_ENV, cache_dir};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
@@ -31,24 +32,6 @@ pub const SMOLLM2_F32: &str = "smollm2-135m-instruct";
 pub const SMOLLM2_F16: &str = "smollm2-135m-instruct-f16";
 /// Bumped whenever the converter's output changes, so cached packages are rebuilt.
 pub const CONVERTER_VERSION: u32 = 1;
-/// Environment variable that overrides the cache directory.
-pub const CACHE_ENV: &str = "ENGINE_CACHE_DIR";
-
-/// The cache directory: `$ENGINE_CACHE_DIR`, else `$XDG_CACHE_HOME/decoder-gate`, else
-/// `$HOME/.cache/decoder-gate`.
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(CACHE_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("decoder-gate");
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".cache").join("decoder-gate")
-}
-
 /// The package directory of a provisioned SmolLM2 (`dtype` f32 or f16) in `cache`.
 pub fn smollm2_dir(cache: &Path, dtype: DType) -> PathBuf {
     cache.join("models").join(if dtype == DType::F16 {

@@ -1,15 +1,20 @@
 //! `engine`: a native ONNX decoder inference engine.
 //!
-//! Layers, bottom up: [`tensor`] (host tensors) → [`backend`] (the primitive trait and the CPU
-//! kernels) → [`ops`] (ONNX op semantics lowered onto backend primitives) → [`onnx`] (model
-//! loading) and [`exec`] (planning and running a graph) → [`package`] (model directories and I/O
-//! resolution) → [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool),
-//! [`sampling`] (the logits-processor chain and the seeded sampler that picks each token) and
-//! [`text`] (tokenizer, chat template) → the `engine` binary. [`tiny`] builds the deterministic
-//! test model.
+//! Layers, bottom up: [`tensor`], [`dtype`], [`error`] and [`cache`] (low level, no engine
+//! imports) → [`backend`] (the primitive trait, the CPU kernels, the CUDA device; it imports only
+//! the low-level modules) → [`ops`] (ONNX op semantics lowered onto backend primitives, one file
+//! per op family, one registry of supported ops) → [`onnx`] (model loading) and [`exec`]
+//! (planning and running a graph) → [`package`] (model directories and I/O resolution) →
+//! [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool), [`sampling`] (the
+//! logits-processor chain and the seeded sampler that picks each token) and [`text`] (tokenizer,
+//! chat template) → [`decode`] (the greedy decoders `engine profile` times: the CPU session and
+//! the fused CUDA llama decoder) → [`profile`] and the `engine` binary. [`tiny`] builds the
+//! deterministic test model; [`llama`], [`gguf`] and [`convert`] build and provision real ones.
 
 pub mod backend;
+pub mod cache;
 pub mod convert;
+pub mod decode;
 pub mod dtype;
 pub mod error;
 pub mod exec;

@@ -1,6 +1,7 @@
-//! `engine profile`: timed greedy decodes of one prompt, reported per the `engine-profile/1`
-//! contract of DESIGN.md (the harness reads this JSON from whichever revision it gates, so the
-//! field names and meanings here are binding).
+//! `engine profile`: timed greedy decodes of one prompt through a [`Decoder`] (`crate::decode`),
+//! measured and rendered per the contract `engine-profile/1`, written out in ARCHITECTURE.md
+//! (Contracts). The harness reads this JSON from whichever revision it gates, so the field names
+//! and meanings here are binding.
 //!
 //! Each run prefills the prompt and then decodes exactly `tokens` new tokens greedily, ignoring
 //! end-of-sequence ids (so every run does the same work). The first token comes out of the
@@ -12,10 +13,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::decode::{CpuDecoder, Decoder, LlamaDecoder};
+pub use crate::decode::{CudaGraphStats, DeviceKvStats};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::package::Package;
-use crate::session::{GenerateOptions, Session};
 use crate::text::TextCodec;
 
 /// The schema tag of the JSON output.
@@ -78,27 +80,6 @@ pub struct RunTiming {
     pub tok_s: f64,
 }
 
-/// CUDA-graph counters of the whole profile (warm-ups included).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CudaGraphStats {
-    pub enabled: bool,
-    pub captures: u64,
-    pub replays: u64,
-    pub fallbacks: u64,
-    /// Why the decode step ran eagerly, when it did (not part of the contract; extra key).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback_reasons: Vec<String>,
-}
-
-/// Host↔device copies made by the decode steps (the prefill's uploads excluded), whole profile.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DeviceKvStats {
-    pub h2d_calls: u64,
-    pub h2d_bytes: u64,
-    pub d2h_calls: u64,
-    pub d2h_bytes: u64,
-}
-
 /// The `engine-profile/1` report.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ProfileReport {
@@ -120,15 +101,6 @@ pub struct ProfileReport {
     pub median_tok_s: f64,
     pub cuda_graph: Option<CudaGraphStats>,
     pub device_kv: Option<DeviceKvStats>,
-}
-
-/// What one decode of `tokens` new tokens gives back.
-#[derive(Clone, Debug, Default)]
-pub struct DecodeRun {
-    pub generated_ids: Vec<u32>,
-    pub prefill_ms: f64,
-    /// Wall time of each decode step (the token out of the prefill has none).
-    pub step_ms: Vec<f64>,
 }
 
 /// The float type of a package: the element type of its KV-cache ports (packages made by
@@ -202,10 +174,7 @@ pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
 
     let mut runner: Box<dyn Decoder> = match opts.ep {
         Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
-        Ep::Cuda => Box::new(crate::backend::cuda::LlamaDecoder::new(
-            &package,
-            opts.cuda_graph,
-        )?),
+        Ep::Cuda => Box::new(LlamaDecoder::new(&package, opts.cuda_graph)?),
     };
     for _ in 0..opts.warmups {
         runner.decode(&prompt_ids, opts.tokens)?;
@@ -312,53 +281,6 @@ pub fn render_text(r: &ProfileReport) -> String {
         );
     }
     s
-}
-
-/// One greedy decode of exactly `tokens` new tokens (EOS ignored), on some device.
-pub trait Decoder {
-    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun>;
-    fn threads(&self) -> usize;
-    /// (cuda_graph, device_kv): `None` on the CPU.
-    fn device_stats(&self) -> (Option<CudaGraphStats>, Option<DeviceKvStats>) {
-        (None, None)
-    }
-}
-
-/// The CPU path: exactly what `engine generate` runs (paged KV cache, greedy).
-struct CpuDecoder {
-    session: Session<crate::CpuBackend>,
-}
-
-impl CpuDecoder {
-    fn new(package: &Package, threads: usize) -> Result<CpuDecoder> {
-        Ok(CpuDecoder {
-            session: Session::new(package, crate::CpuBackend::new(threads)?)?,
-        })
-    }
-}
-
-impl Decoder for CpuDecoder {
-    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
-        let g = self.session.generate(
-            prompt,
-            &GenerateOptions {
-                max_new_tokens: tokens,
-                eos_token_ids: Vec::new(),
-                use_kv_cache: true,
-                sampling: Default::default(),
-            },
-            false,
-        )?;
-        Ok(DecodeRun {
-            generated_ids: g.generated_ids,
-            prefill_ms: g.prefill_ms,
-            step_ms: g.step_ms,
-        })
-    }
-
-    fn threads(&self) -> usize {
-        self.session.backend().threads()
-    }
 }
 
 /// Parses `--prompt-ids`: comma- or space-separated token ids.

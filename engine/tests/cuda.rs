@@ -13,8 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use engine::backend::cuda::{CudaBackend, LlamaDecoder, is_available};
+use engine::backend::cuda::{CudaBackend, is_available};
 use engine::backend::{Backend, BinaryOp, SliceDim, UnaryOp};
+use engine::decode::LlamaDecoder;
 use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
 use engine::tiny::{self, TinyConfig};

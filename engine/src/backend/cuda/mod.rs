@@ -7,12 +7,11 @@
 //! preceded by the op-code `#define`s of [`op_codes`], the one definition of the codes the host
 //! passes to `kernels/ops.cu`.
 //!
-//! - [`llama`]: the fused llama decode path (5 kernels per layer, device KV cache, on-device
-//!   argmax, one CUDA graph per step) behind `engine profile --ep cuda`.
 //! - [`backend`]: [`CudaBackend`], the generic `Backend` primitives on the GPU.
+//! - [`Device`]: one GPU's context and stream and its compiled kernel modules, also used by the
+//!   fused llama decoder (`crate::decode::cuda_llama`).
 
 pub mod backend;
-pub mod llama;
 mod op_codes;
 
 use std::collections::HashMap;
@@ -23,14 +22,17 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 pub use backend::CudaBackend;
-pub use llama::LlamaDecoder;
 
 use crate::error::{Error, Result};
 
 /// The shared header prepended to every kernel source.
 const COMMON: &str = include_str!("kernels/common.cuh");
 
-/// Every kernel source, by module name.
+/// Every kernel source, by module name. `llama` holds the kernels of the fused llama decoder
+/// (`crate::decode::cuda_llama`); it stays here, with the backend's own sources, because what
+/// compiles it is this module's: the shared `common.cuh` and op-code prelude, the NVRTC
+/// compile, the PTX disk cache and the `ENGINE_CUDA_KERNEL_SRC` override all look a module up by
+/// name in this table. The backend only compiles it; nothing here knows its kernels.
 pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("llama", include_str!("kernels/llama.cu")),
     ("ops", include_str!("kernels/ops.cu")),
@@ -228,5 +230,5 @@ fn kernel_source(module: &str) -> Result<String> {
 
 /// Where compiled kernels are cached: `<engine cache dir>/cuda-kernels`.
 pub fn kernel_cache_dir() -> PathBuf {
-    crate::convert::cache_dir().join("cuda-kernels")
+    crate::cache::cache_dir().join("cuda-kernels")
 }

@@ -1,11 +1,19 @@
 //! The fused llama decode path on CUDA: recognises packages built by [`crate::llama`] (`engine
 //! tiny`, `engine convert`), uploads their weights once in the package's float type (rows
 //! transposed to `[out, in]`; q/k/v and gate/up concatenated), and runs each token as 5 kernels
-//! per layer plus embed, lm_head (with a first argmax stage) and argmax (`kernels/llama.cu`).
+//! per layer plus embed, lm_head (with a first argmax stage) and argmax
+//! (`backend/cuda/kernels/llama.cu`).
 //!
-//! Why not the generic executor: at SmolLM2-135M's size a step is bound by kernel count, not
-//! bandwidth (FACTS.md: ~1000 small kernels ≈ 3.5 µs each even under a graph), so per-ONNX-node
-//! execution cannot reach the 2000 tok/s target; fusing each layer into a handful of kernels can.
+//! Why not the generic executor: at SmolLM2-135M's size a step is bound by kernel count, not by
+//! bandwidth. A hand-written PyTorch decode of this shape captured in one CUDA graph ran ~1000
+//! small kernels at ≈ 3.5 µs each on an H200, while the f16 weights stream in ~56 µs at
+//! 4.8 TB/s; so per-ONNX-node execution cannot reach the 2000 tok/s target, and fusing each
+//! layer into a handful of kernels can.
+//!
+//! It lives in `decode/`, not `backend/`: it is a whole decoder (package geometry, KV cache,
+//! timing), not a backend primitive. It uses the CUDA backend's [`Device`] (context, stream,
+//! NVRTC compile and PTX cache); its kernels, `kernels/llama.cu`, stay with the backend's
+//! sources, which the device compiles by module name (see `backend/cuda/mod.rs`, `SOURCES`).
 //!
 //! The KV cache lives on the device (`[kv_heads, capacity, head_dim]` per layer and K/V); the
 //! token and position live in a device buffer that argmax updates, so a step needs no host
@@ -23,8 +31,8 @@
 //! own dot products (no shared-memory staging, no block barrier), the RoPE angle is computed
 //! before the wait, and the residual is read in the shadow of the staging loads. Measured on
 //! the H200 in one session (SmolLM2 f16 with graphs): 1747 -> 2137 tok/s; f32 1398 -> 1647.
-//! `ENGINE_CUDA_KERNEL_SRC` (see [`super::KERNEL_SRC_ENV`]) loads kernel sources from a
-//! directory instead, for work on a GPU machine without a Rust toolchain.
+//! `ENGINE_CUDA_KERNEL_SRC` (see [`crate::backend::cuda::KERNEL_SRC_ENV`]) loads kernel sources
+//! from a directory instead, for work on a GPU machine without a Rust toolchain.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,12 +42,12 @@ use cudarc::driver::{
     PushKernelArg, sys,
 };
 
-use super::{Device, cu_err};
+use crate::backend::cuda::{Device, cu_err};
+use crate::decode::{CudaGraphStats, DecodeRun, Decoder, DeviceKvStats};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::onnx::Model;
 use crate::package::Package;
-use crate::profile::{CudaGraphStats, DecodeRun, Decoder, DeviceKvStats};
 use crate::tensor::Tensor;
 
 /// Threads per block of every kernel but argmax (8 warps).

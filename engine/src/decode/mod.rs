@@ -1,0 +1,62 @@
+//! Greedy decoders that `engine profile` times: the [`Decoder`] trait, what one decode gives
+//! back ([`DecodeRun`]) and the device counters of the `engine-profile/1` report
+//! ([`CudaGraphStats`], [`DeviceKvStats`]). Two implementations: [`cpu`] (exactly what `engine
+//! generate` runs: `Session::generate` on the CPU backend) and [`cuda_llama`] (the fused llama
+//! decode path, feature `cuda`; without it a stub of the same name whose constructor fails with
+//! "engine was built without the `cuda` feature").
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda_llama;
+/// Without the `cuda` feature, a stub of the same name whose constructor fails with one clear
+/// error.
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_llama_stub.rs"]
+pub mod cuda_llama;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+pub use cpu::CpuDecoder;
+pub use cuda_llama::LlamaDecoder;
+
+/// One greedy decode of exactly `tokens` new tokens (EOS ignored), on some device.
+pub trait Decoder {
+    fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun>;
+    fn threads(&self) -> usize;
+    /// (cuda_graph, device_kv): `None` on the CPU.
+    fn device_stats(&self) -> (Option<CudaGraphStats>, Option<DeviceKvStats>) {
+        (None, None)
+    }
+}
+
+/// What one decode of `tokens` new tokens gives back.
+#[derive(Clone, Debug, Default)]
+pub struct DecodeRun {
+    pub generated_ids: Vec<u32>,
+    pub prefill_ms: f64,
+    /// Wall time of each decode step (the token out of the prefill has none).
+    pub step_ms: Vec<f64>,
+}
+
+/// CUDA-graph counters of the whole profile (warm-ups included).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CudaGraphStats {
+    pub enabled: bool,
+    pub captures: u64,
+    pub replays: u64,
+    pub fallbacks: u64,
+    /// Why the decode step ran eagerly, when it did (not part of the contract; extra key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_reasons: Vec<String>,
+}
+
+/// Host↔device copies made by the decode steps (the prefill's uploads excluded), whole profile.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceKvStats {
+    pub h2d_calls: u64,
+    pub h2d_bytes: u64,
+    pub d2h_calls: u64,
+    pub d2h_bytes: u64,
+}
