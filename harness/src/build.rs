@@ -8,7 +8,10 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::vocab::ProcessFailure;
+use crate::config::Config;
+use crate::progress::Progress;
+use crate::results::Failure;
+use crate::vocab::{ProcessFailure, Side, Stage};
 
 /// How many lines of compiler output a failure keeps.
 pub const LOG_TAIL_LINES: usize = 30;
@@ -266,6 +269,32 @@ pub fn parse_cargo_messages(stdout: &str) -> BenchExes {
 
 pub fn tail(lines: &[String], n: usize) -> Vec<String> {
     lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+/// Builds one side's bench executables, reporting to `progress`; a failure is that side's
+/// ⛔ row.
+pub fn build_side(
+    side: Side,
+    dir: &Path,
+    target_dir: &Path,
+    config: &Config,
+    targets: &[String],
+    progress: &dyn Progress,
+) -> Result<BenchExes, Failure> {
+    progress.stage(&format!("building {side} in {}", dir.display()));
+    let on_line = |l: &str| progress.line(l);
+    build_benches(&BuildRequest {
+        dir,
+        target_dir,
+        packages: &config.packages,
+        benches: targets,
+        on_line: &on_line,
+    })
+    .map_err(|failure| Failure {
+        side,
+        stage: Stage::Build,
+        failure,
+    })
 }
 
 #[cfg(test)]

@@ -722,6 +722,20 @@ fn parse_start_time(stat: &str) -> Option<String> {
     rest.split_whitespace().nth(19).map(str::to_string)
 }
 
+/// The revision a `--head`/`--rev` names and how to check it out; none given: the working tree
+/// when it has uncommitted changes (measured as they are), else HEAD.
+pub fn resolve_checkout(repo: &Repo, spec: Option<&str>) -> anyhow::Result<(Revision, Checkout)> {
+    let r = match spec {
+        None if repo.is_dirty()? => {
+            return Ok((repo.resolve_working_tree()?, Checkout::WorkingTree));
+        }
+        None => repo.resolve("HEAD")?,
+        Some(spec) => repo.resolve(spec)?,
+    };
+    let co = Checkout::Commit(r.sha.clone());
+    Ok((r, co))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

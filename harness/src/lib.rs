@@ -1,24 +1,28 @@
-//! `harness`: the regression gate. Pipeline (each stage testable alone):
-//! [`git`] (revisions, merge-base, worktrees) → [`build`] (cargo in each worktree: bench
-//! executables, `engine`/`oracle` binaries) → [`run`] (interleaved ABBA rounds of criterion
-//! executables) and [`e2e`] (end-to-end correctness and decode speed through the binaries' JSON
-//! contracts) → [`stats`] (pure decision functions) → [`report`] (terminal, markdown, JSON) →
-//! [`post`] (the sticky PR comment) and [`actions`] (step summary, annotations). [`results`] is
-//! the saved-run data model every stage after `run` reads; [`config`] is `harness.yaml`.
+//! `harness`: the regression gate. Its modules form one chain of stages, each depending only on
+//! those before it (`tests/module_graph.rs` fails on an import cycle):
+//!
+//! [`vocab`] (sides, devices, failures) → [`stats`] (pure decision functions) → [`config`]
+//! (`harness.yaml`) → [`results`] (the saved-run data model) → [`host`], [`git`] (revisions,
+//! slots), [`build`] (cargo in each slot), [`cache`] (the cache layout), [`progress`] →
+//! [`measure`] (interleaved rounds of criterion executables, paired serving) → [`gate`]
+//! (measurements → decisions, replays) → [`e2e`] (end-to-end correctness and decode speed
+//! through each revision's binaries) → [`report`] (terminal, markdown, JSON) → [`actions`],
+//! [`post`] (GitHub) and [`hook`] (the pre-push hook) → [`commands`] (one file per subcommand).
 
 pub mod actions;
 pub mod build;
-pub mod compare;
+pub mod cache;
+pub mod commands;
 pub mod config;
-pub mod criterion;
 pub mod e2e;
+pub mod gate;
 pub mod git;
 pub mod hook;
 pub mod host;
+pub mod measure;
 pub mod post;
+pub mod progress;
 pub mod report;
 pub mod results;
-pub mod run;
-pub mod serve;
 pub mod stats;
 pub mod vocab;

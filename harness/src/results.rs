@@ -2,6 +2,8 @@
 //! the raw criterion samples, so `harness report` can re-render a run and `harness merge` can join
 //! shards. Every stage after `run` reads only these types; none of them knows about git or cargo.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{Device, Dtype, ProcessFailure, Side, Stage};
@@ -490,6 +492,14 @@ impl Results {
         }
         Outcome::Pass
     }
+}
+
+/// Now, in seconds since the Unix epoch (`created_unix_s`).
+pub fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 #[cfg(test)]

@@ -448,7 +448,7 @@ fn pre_push_hook(f: &Fixture, base: &str) {
     f.git(&["reset", "-q", "--hard", base]);
     let hooks = f.root.join(".git/hooks");
     let hook = hooks.join("pre-push");
-    let last_run = harness::compare::repo_cache_dir(&f.cache, &f.root).join("last-run");
+    let last_run = harness::cache::repo_cache_dir(&f.cache, &f.root).join("last-run");
 
     // Someone else's pre-push hook: install refuses (exit 2, naming the file and --force),
     // uninstall leaves it alone, install --force keeps it as pre-push.bak.

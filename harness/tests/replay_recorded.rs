@@ -53,9 +53,8 @@ fn replay_all() -> Vec<Replayed> {
             let saved: Results = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{}: not a results file: {e}", f.display()));
             let (policy, _) =
-                harness::compare::replay_base_policy(&saved, None, Path::new("/nonexistent"))
-                    .unwrap();
-            let replayed = harness::compare::replay(&saved, &policy, None, None, "test")
+                harness::gate::replay_base_policy(&saved, None, Path::new("/nonexistent")).unwrap();
+            let replayed = harness::gate::replay(&saved, &policy, None, None, "test")
                 .unwrap_or_else(|e| panic!("{}: replay failed: {e:#}", f.display()));
             let rel = f.strip_prefix(&root).unwrap().display().to_string();
             Replayed {

@@ -22,14 +22,13 @@ pub mod tools;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::compare::Progress;
 use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
-use crate::criterion::Measured;
+use crate::measure::{Measured, Measurer, TargetPlan};
+use crate::progress::Progress;
 use crate::results::{
     BenchResult, CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed,
     E2eSpeedSide, E2eStatus, Failure, RawSample, RefVerdict, Status, ThresholdSource,
 };
-use crate::run::{Measurer, TargetPlan};
 use crate::stats::{self, Policy};
 use crate::vocab::{Device, Dtype};
 use crate::vocab::{ProcessFailure, Side, Stage};
@@ -700,7 +699,7 @@ impl Measurer for E2eMeasurer<'_> {
 }
 
 /// The end-to-end part of `harness compare`: speed rounds (ABBA, first pass, confirmation rounds
-/// for suspects, final pass: [`crate::compare::measure_and_decide`]) over every check both sides
+/// for suspects, final pass: [`crate::gate::measure_and_decide`]) over every check both sides
 /// can run, then each side's correctness from the tokens its timed runs produced.
 pub fn run_compare(
     cfg: &E2eConfig,
@@ -740,7 +739,7 @@ pub fn run_compare(
         checks.len()
     ));
     let (_collected, benches) =
-        crate::compare::measure_and_decide(&mut m, &plan, policy, rounds, None, progress);
+        crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, progress);
     let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
 
     let mut oracle_cache: [OracleCache; 2] = Default::default();

@@ -1,13 +1,18 @@
-//! Reading criterion's output: every `<CRITERION_HOME>/**/new/{benchmark,sample}.json` of one
-//! run of one bench executable (criterion 0.5–0.8 layout). Only the raw samples are taken; the
-//! harness does its own statistics.
+//! Criterion executables: one run into its own `CRITERION_HOME` ([`run_criterion`]), the ids it
+//! would run under a filter ([`list_ids`], [`exact_filter`]), and its output read back: every
+//! `<CRITERION_HOME>/**/new/{benchmark,sample}.json` of the run (criterion 0.5–0.8 layout).
+//! Only the raw samples are taken; the harness does its own statistics.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use serde::Deserialize;
 
+use crate::build::{LOG_TAIL_LINES, tail};
 use crate::results::{RawSample, Throughput};
+use crate::vocab::ProcessFailure;
 
 /// One benchmark as criterion recorded it in one run.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,6 +145,82 @@ fn regex_escape(s: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// Runs one criterion executable into `home`.
+pub fn run_criterion(
+    exe: &Path,
+    args: &[String],
+    filter: Option<&str>,
+    home: &Path,
+    on_line: &dyn Fn(&str),
+) -> Result<(), ProcessFailure> {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    if let Some(f) = filter {
+        cmd.arg(f);
+    }
+    // Criterion resolves relative paths against the executable's cwd: run it in its home.
+    std::fs::create_dir_all(home).map_err(|e| ProcessFailure {
+        message: format!("cannot create {}: {e}", home.display()),
+        log_tail: Vec::new(),
+    })?;
+    cmd.env("CRITERION_HOME", home)
+        .current_dir(exe.parent().unwrap_or(Path::new(".")))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| ProcessFailure {
+        message: format!("cannot run {}: {e}", exe.display()),
+        log_tail: Vec::new(),
+    })?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let lines = std::thread::scope(|s| {
+        let err = s.spawn(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        });
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            on_line(&line);
+            lines.push(line);
+        }
+        let mut err = err.join().unwrap_or_default();
+        lines.append(&mut err);
+        lines
+    });
+    let status = child.wait().map_err(|e| ProcessFailure {
+        message: format!("{}: {e}", exe.display()),
+        log_tail: Vec::new(),
+    })?;
+    if !status.success() {
+        return Err(ProcessFailure {
+            message: format!("{} exited with {status}", exe.display()),
+            log_tail: tail(&lines, LOG_TAIL_LINES),
+        });
+    }
+    Ok(())
+}
+
+/// The benchmark ids a criterion executable would run under `filter` (`--list`); empty when it
+/// cannot list (the run stage then reports the failure).
+pub fn list_ids(exe: &Path, filter: Option<&str>) -> Vec<String> {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--bench", "--list"]);
+    if let Some(f) = filter {
+        cmd.arg(f);
+    }
+    let Ok(out) = cmd.stderr(std::process::Stdio::null()).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": benchmark"))
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! benchmark (`harness/eval/interleave.py`). The price is one process start per benchmark and
 //! side (about 0.2 s more per benchmark per round).
 //!
-//! Within that, a benchmark both sides serve is measured **paired** ([`crate::serve`]): both
+//! Within that, a benchmark both sides serve is measured **paired** ([`super::serve`]): both
 //! executables run at once and their samples alternate about 60 ms apart, which cuts the
 //! per-round sd of the log ratio about fourfold again (0.139 → 0.025 on a quiet machine,
 //! `harness/eval/paired.py`). A target either side cannot serve is measured as above, one
@@ -22,14 +22,12 @@
 //! scripted timings.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::build::{BenchExes, LOG_TAIL_LINES, tail};
+use super::criterion::{Measured, read_run, run_criterion};
+use crate::build::BenchExes;
 use crate::config::PairSettings;
-use crate::criterion::{Measured, read_run};
 use crate::host;
 use crate::results::{Failure, RawSample, RoundInfo, Throughput};
 use crate::vocab::{ProcessFailure, Side, Stage};
@@ -61,7 +59,7 @@ pub trait Measurer {
     fn bench_ids(&self, _side: Side, _target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
         None
     }
-    /// Whether this side's target can serve paired samples ([`crate::serve`]); `Err` says why
+    /// Whether this side's target can serve paired samples ([`super::serve`]); `Err` says why
     /// not (its benchmarks are then measured with criterion runs on both sides).
     fn can_pair(&mut self, _side: Side, _target: &str) -> Result<(), String> {
         Err("this measurer has no paired sampling".into())
@@ -118,7 +116,7 @@ impl Measurer for CriterionMeasurer {
 
     fn bench_ids(&self, side: Side, target: &str, filter: Option<&str>) -> Option<Vec<String>> {
         let exe = self.exes(side).by_target.get(target)?;
-        let ids = crate::compare::list_ids(exe, filter);
+        let ids = super::criterion::list_ids(exe, filter);
         // An executable that lists nothing may be broken: run it whole, so that its failure is
         // reported, rather than skip it.
         (!ids.is_empty()).then_some(ids)
@@ -134,9 +132,9 @@ impl Measurer for CriterionMeasurer {
         let exe = self.exes(side).by_target.get(target).cloned();
         let first = exe
             .as_deref()
-            .and_then(|e| crate::compare::list_ids(e, None).into_iter().next());
+            .and_then(|e| super::criterion::list_ids(e, None).into_iter().next());
         let r = match (exe, first) {
-            (Some(exe), Some(id)) if crate::serve::serves(&exe, &id) => Ok(()),
+            (Some(exe), Some(id)) if super::serve::serves(&exe, &id) => Ok(()),
             (Some(_), Some(_)) => Err(format!(
                 "the {} executable does not serve paired samples (its revision predates them)",
                 side.name()
@@ -166,7 +164,7 @@ impl Measurer for CriterionMeasurer {
         let settings = self.pair.ok_or_else(|| missing(order[0]))?;
         let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
-        match crate::serve::measure_pair(exes, id, &settings, round) {
+        match super::serve::measure_pair(exes, id, &settings, round) {
             Ok([a, b]) => Ok([(order[0], a), (order[1], b)]),
             Err(f) => Err((order[f.which], f.failure)),
         }
@@ -197,64 +195,6 @@ impl Measurer for CriterionMeasurer {
             log_tail: Vec::new(),
         })
     }
-}
-
-/// Runs one criterion executable into `home`.
-pub fn run_criterion(
-    exe: &Path,
-    args: &[String],
-    filter: Option<&str>,
-    home: &Path,
-    on_line: &dyn Fn(&str),
-) -> Result<(), ProcessFailure> {
-    let mut cmd = Command::new(exe);
-    cmd.args(args);
-    if let Some(f) = filter {
-        cmd.arg(f);
-    }
-    // Criterion resolves relative paths against the executable's cwd: run it in its home.
-    std::fs::create_dir_all(home).map_err(|e| ProcessFailure {
-        message: format!("cannot create {}: {e}", home.display()),
-        log_tail: Vec::new(),
-    })?;
-    cmd.env("CRITERION_HOME", home)
-        .current_dir(exe.parent().unwrap_or(Path::new(".")))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| ProcessFailure {
-        message: format!("cannot run {}: {e}", exe.display()),
-        log_tail: Vec::new(),
-    })?;
-    let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    let lines = std::thread::scope(|s| {
-        let err = s.spawn(move || {
-            BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        });
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            on_line(&line);
-            lines.push(line);
-        }
-        let mut err = err.join().unwrap_or_default();
-        lines.append(&mut err);
-        lines
-    });
-    let status = child.wait().map_err(|e| ProcessFailure {
-        message: format!("{}: {e}", exe.display()),
-        log_tail: Vec::new(),
-    })?;
-    if !status.success() {
-        return Err(ProcessFailure {
-            message: format!("{} exited with {status}", exe.display()),
-            log_tail: tail(&lines, LOG_TAIL_LINES),
-        });
-    }
-    Ok(())
 }
 
 /// Everything the rounds collected.
@@ -326,7 +266,7 @@ pub fn interleave_units(m: &dyn Measurer, plan: &[TargetPlan]) -> Vec<Unit> {
             units.extend(ids.into_iter().map(|id| {
                 let plan = TargetPlan {
                     target: tp.target.clone(),
-                    filter: Some(crate::criterion::exact_filter(&[id.as_str()])),
+                    filter: Some(super::criterion::exact_filter(&[id.as_str()])),
                 };
                 let on_both = per_side.iter().all(|l| l.contains(&id)).then(|| id.clone());
                 Unit {
@@ -363,7 +303,7 @@ fn pairs(m: &mut dyn Measurer, unit: &Unit, into: &mut Collected) -> bool {
 }
 
 /// Runs rounds `first..first + count` of `plan`, adding to `into`, one benchmark at a time
-/// ([`interleave_units`]): paired when both sides can ([`crate::serve`]), else one criterion
+/// ([`interleave_units`]): paired when both sides can ([`super::serve`]), else one criterion
 /// run per side. `progress(done, total, what)` is called before each benchmark (or each side's
 /// run of it).
 pub fn run_rounds(

@@ -20,9 +20,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use super::criterion::Measured;
 use crate::build::{LOG_TAIL_LINES, tail};
 use crate::config::PairSettings;
-use crate::criterion::Measured;
 use crate::results::{RawSample, Throughput};
 use crate::vocab::ProcessFailure;
 

@@ -1,0 +1,95 @@
+//! The cache layout: one directory per repository under the cache root
+//! (`$HARNESS_CACHE_DIR`, else the XDG cache), holding the slots (`worktrees/{base,head}`), the
+//! persistent target dirs (`target/{base,head}`), run scratch (`runs/`), the last run's outputs
+//! (`last-run/`, `last-e2e/`) and the calibration profiles (`profiles/<host fingerprint>.json`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::results::HostInfo;
+use crate::stats::NoiseProfile;
+
+/// Which calibration profile to use.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProfileChoice {
+    /// The profile in the cache whose fingerprint matches this host, if any.
+    Auto,
+    /// This file (an error if it does not exist or does not match the host).
+    File(PathBuf),
+    /// None: thresholds from the within-run spread.
+    Off,
+}
+
+/// The per-repository cache dir under `root`: `<root>/<repo name>-<hash of its path>`.
+pub fn repo_cache_dir(root: &Path, repo_root: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let canon = repo_root
+        .canonicalize()
+        .unwrap_or_else(|_| repo_root.to_path_buf());
+    let h = Sha256::digest(canon.to_string_lossy().as_bytes());
+    let name = canon
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".into());
+    root.join(format!(
+        "{name}-{}",
+        h.iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
+}
+
+/// The cache root: `$HARNESS_CACHE_DIR`, else `$XDG_CACHE_HOME/decoder-gate/harness`, else
+/// `~/.cache/decoder-gate/harness`.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("HARNESS_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("decoder-gate").join("harness")
+}
+
+pub fn profile_path(cache_dir: &Path, fingerprint: &str) -> PathBuf {
+    cache_dir
+        .join("profiles")
+        .join(format!("{fingerprint}.json"))
+}
+
+pub fn load_profile(
+    choice: &ProfileChoice,
+    cache_dir: &Path,
+    host: &HostInfo,
+) -> anyhow::Result<Option<(NoiseProfile, PathBuf)>> {
+    let path = match choice {
+        ProfileChoice::Off => return Ok(None),
+        ProfileChoice::Auto => {
+            let p = profile_path(cache_dir, &host.fingerprint);
+            if !p.is_file() {
+                return Ok(None);
+            }
+            p
+        }
+        ProfileChoice::File(p) => p.clone(),
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read calibration profile {}", path.display()))?;
+    let profile = NoiseProfile::from_json(&text)
+        .with_context(|| format!("calibration profile {}", path.display()))?;
+    if !profile.matches(&host.fingerprint) {
+        if matches!(choice, ProfileChoice::File(_)) {
+            bail!(
+                "calibration profile {} was made on another host (fingerprint {}, this host {}); run `harness calibrate` here",
+                path.display(),
+                profile.fingerprint,
+                host.fingerprint
+            );
+        }
+        return Ok(None);
+    }
+    Ok(Some((profile, path)))
+}

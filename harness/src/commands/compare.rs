@@ -1,0 +1,421 @@
+//! `harness compare`: the pipeline of one comparison. Resolves base and head, checks them out
+//! into the cache's slots, builds both sides' benches, measures and decides
+//! ([`crate::gate::measure_and_decide`]), runs the suite's end-to-end checks
+//! ([`crate::e2e::run_compare`]) and assembles the [`Results`]. Each stage it calls is tested
+//! alone; this module wires them and turns stage failures into report rows.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use super::e2e::{E2eOptions, e2e_tools, parse_side_bins};
+use super::{Common, Format};
+use crate::build::{BenchExes, build_side};
+use crate::cache::{ProfileChoice, load_profile};
+use crate::config::{Config, CriterionSettings, FailOn};
+use crate::e2e::{self, SideEnv};
+use crate::gate::{describe_sampling, measure_and_decide, method};
+use crate::git::{Checkout, Repo, resolve_checkout};
+use crate::host;
+use crate::measure::{
+    Collected, CriterionMeasurer, TargetPlan, list_ids, parse_shard, plan_for, shard_plan,
+};
+use crate::progress::{Progress, Ui};
+use crate::report::format::short_sha as short;
+use crate::results::{BenchResult, Method, Results, Revision, SCHEMA, now_unix};
+use crate::stats::{NoiseProfile, Policy};
+use crate::vocab::{Device, Side};
+
+/// Compare base and head: build both, run interleaved rounds, decide, report.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Base revision (default: the merge-base of HEAD with the default branch).
+    #[arg(long)]
+    base: Option<String>,
+    /// Head revision (default: the working tree, uncommitted changes included).
+    #[arg(long)]
+    head: Option<String>,
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, value_enum, default_value = "term")]
+    format: Format,
+    /// Write results.json, report.md and benchmark-action.json here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// When the exit status is 1 (default: harness.yaml's fail_on).
+    #[arg(long, value_enum)]
+    fail_on: Option<FailOn>,
+    /// A calibration profile file (default: the cache's profile for this host, if any).
+    #[arg(long, conflicts_with = "no_profile")]
+    profile: Option<PathBuf>,
+    /// Ignore calibration profiles: thresholds from the within-run spread.
+    #[arg(long)]
+    no_profile: bool,
+    /// Measure only part i of n of the suite (1-based), for matrix jobs; join the parts'
+    /// results.json with `harness merge`.
+    #[arg(long, value_parser = parse_shard, value_name = "I/N")]
+    shard: Option<(u32, u32)>,
+    /// Prebuilt engine binaries instead of building them: base=PATH and head=PATH (or a bare
+    /// PATH for both sides).
+    #[arg(long, value_name = "[SIDE=]PATH")]
+    engine_bin: Vec<String>,
+    /// Prebuilt oracle binaries, like --engine-bin.
+    #[arg(long, value_name = "[SIDE=]PATH")]
+    oracle_bin: Vec<String>,
+    /// Only end-to-end checks on this device (repeatable; default: every device a case lists).
+    #[arg(long, value_enum)]
+    device: Vec<Device>,
+    /// A CUDA end-to-end check that cannot run (no GPU, engine without CUDA) is an error
+    /// (exit 2) instead of ⏭.
+    #[arg(long)]
+    require_cuda: bool,
+    /// Then post the report as the PR's sticky comment (see `harness post`; repository and
+    /// PR from the Actions environment). A failure to post is printed and does not change
+    /// the exit status, which stays the gate's.
+    #[arg(long)]
+    post: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let r = args.common.resolve()?;
+    let e2e = E2eOptions {
+        devices: args.device,
+        require_cuda: args.require_cuda,
+        engine_bin: parse_side_bins("--engine-bin", &args.engine_bin)
+            .map_err(anyhow::Error::msg)?,
+        oracle_bin: parse_side_bins("--oracle-bin", &args.oracle_bin)
+            .map_err(anyhow::Error::msg)?,
+    };
+    let fail_on = args.fail_on.unwrap_or(r.config.fail_on);
+    let opts = CompareOptions {
+        repo_dir: r.repo_root.clone(),
+        config: r.config,
+        base: args.base,
+        head: args.head,
+        suite: r.suite,
+        rounds: args.common.rounds,
+        cache_dir: r.cache_dir.clone(),
+        profile: match (args.profile, args.no_profile) {
+            (Some(p), _) => ProfileChoice::File(p),
+            (None, true) => ProfileChoice::Off,
+            (None, false) => ProfileChoice::Auto,
+        },
+        shard: args.shard,
+        e2e,
+    };
+    let results = compare(&opts, &Ui::new())?;
+    let out = args.out.unwrap_or_else(|| r.cache_dir.join("last-run"));
+    let code = super::finish(&results, &out, args.format, fail_on)?;
+    if args.post {
+        // The exit status is the gate's: a report that could not be posted is shown as an
+        // error (and a warning annotation in Actions) but decides nothing.
+        match crate::post::post_from_env(&results, None, None) {
+            Ok((target, posted)) => eprintln!("{}: {posted}", target.describe()),
+            Err(e) => {
+                eprintln!("error: could not post the report: {e}");
+                if crate::actions::in_actions() {
+                    let msg = format!("could not post the report: {e}");
+                    println!(
+                        "{}",
+                        crate::actions::workflow_command("warning", "harness post", &msg)
+                    );
+                }
+            }
+        }
+    }
+    Ok(code)
+}
+
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// Any directory inside the repository.
+    pub repo_dir: PathBuf,
+    pub config: Config,
+    /// None: the merge-base of HEAD with the default branch.
+    pub base: Option<String>,
+    /// None: the working tree (with uncommitted changes if any, else HEAD).
+    pub head: Option<String>,
+    pub suite: String,
+    pub rounds: Option<u32>,
+    /// Per-repository cache dir (slots, target dirs, profiles, run scratch).
+    pub cache_dir: PathBuf,
+    pub profile: ProfileChoice,
+    /// `(i, n)`: measure only the i-th of n disjoint parts of the suite (1-based).
+    pub shard: Option<(u32, u32)>,
+    /// The end-to-end part (the suite's `e2e` cases).
+    pub e2e: E2eOptions,
+}
+
+/// Resolves base and head as `compare` would.
+fn resolve_revisions(
+    repo: &Repo,
+    opts: &CompareOptions,
+) -> anyhow::Result<(Revision, Checkout, Revision, Checkout)> {
+    let (head, head_co) = resolve_checkout(repo, opts.head.as_deref())?;
+    let base = match &opts.base {
+        Some(spec) => repo.resolve(spec)?,
+        None => {
+            let branch = match &opts.config.default_branch {
+                Some(b) => b.clone(),
+                None => repo.default_branch()?,
+            };
+            // The merge-base of the head under test (not of HEAD: `--head` may name another
+            // branch, e.g. the one a pre-push hook is pushing).
+            let head_spec = opts.head.as_deref().unwrap_or("HEAD");
+            let mb = repo.merge_base(&head.sha, &branch)?;
+            let mut r = repo.resolve(&mb)?;
+            r.spec = format!("merge-base({head_spec}, {branch})");
+            r
+        }
+    };
+    let base_co = Checkout::Commit(base.sha.clone());
+    Ok((base, base_co, head, head_co))
+}
+
+/// `harness compare`: Ok(results) whatever the verdict; Err only when the gate could not start
+/// (bad revision, unreadable config, broken cache).
+pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result<Results> {
+    let t0 = Instant::now();
+    let repo = Repo::open(&opts.repo_dir)?;
+    let (base, base_co, head, head_co) = resolve_revisions(&repo, opts)?;
+    let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
+    let plan = plan_for(&opts.config, &opts.suite)?;
+    let targets: Vec<String> = plan.iter().map(|p| p.target.clone()).collect();
+    let criterion = suite
+        .criterion
+        .clone()
+        .unwrap_or_else(|| opts.config.criterion.clone());
+    let policy = &opts.config.policy;
+    let rounds = opts.rounds.or(suite.rounds).unwrap_or(policy.rounds as u32);
+    if rounds < 2 {
+        bail!("--rounds {rounds}: at least 2 rounds are needed for a paired interval");
+    }
+    let host = host::collect();
+    let profile = load_profile(&opts.profile, &opts.cache_dir, &host)?;
+    std::fs::create_dir_all(&opts.cache_dir)
+        .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
+
+    progress.stage(&format!(
+        "checking out base {} ({})",
+        short(&base.sha),
+        base.spec
+    ));
+    let base_wt = repo.checkout("base", base_co, &opts.cache_dir)?;
+    progress.stage(&format!(
+        "checking out head {} ({})",
+        short(&head.sha),
+        head.spec
+    ));
+    let head_wt = repo.checkout("head", head_co, &opts.cache_dir)?;
+
+    let mut failures = Vec::new();
+    let mut round_infos = Vec::new();
+    let mut benches = Vec::new();
+    let mut sampling = None;
+    if !targets.is_empty() {
+        let base_exes = build_side(
+            Side::Base,
+            &base_wt.path,
+            &opts.cache_dir.join("target").join("base"),
+            &opts.config,
+            &targets,
+            progress,
+        )
+        .map_err(|f| failures.push(f))
+        .ok();
+        let head_exes = build_side(
+            Side::Head,
+            &head_wt.path,
+            &opts.cache_dir.join("target").join("head"),
+            &opts.config,
+            &targets,
+            progress,
+        )
+        .map_err(|f| failures.push(f))
+        .ok();
+        if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
+            let (r, b) = measure_benches(
+                opts, &plan, base_exes, head_exes, policy, rounds, &criterion, &profile, progress,
+            );
+            for (t, why) in &r.unpaired {
+                progress.stage(&format!(
+                    "bench target {t}: criterion runs, not paired: {why}"
+                ));
+            }
+            sampling = Some(describe_sampling(criterion.paired, &r.unpaired));
+            failures.extend(r.failures);
+            round_infos = r.rounds;
+            benches = b;
+        }
+    }
+
+    // The end-to-end checks: in a sharded run, shard 1 carries them all.
+    let e2e_cases = &suite.e2e;
+    let e2e_results = match (&opts.config.e2e, opts.shard) {
+        (Some(cfg), shard) if !e2e_cases.is_empty() && shard.is_none_or(|(i, _)| i == 1) => {
+            let checks = e2e::plan_checks(cfg, e2e_cases, &opts.e2e.devices, &head_wt.path)
+                .map_err(anyhow::Error::msg)?;
+            // No CUDA build and no CUDA run on a host without a driver: those checks are ⏭.
+            let no_cuda = host::cuda_unavailable();
+            let cuda = checks.iter().any(|c| c.device == Device::Cuda) && no_cuda.is_none();
+            let work = opts.cache_dir.join("runs").join("e2e");
+            let _ = std::fs::remove_dir_all(&work);
+            let mut envs = Vec::new();
+            for (side, wt) in [(Side::Base, &base_wt), (Side::Head, &head_wt)] {
+                let tools = e2e_tools(
+                    side,
+                    &wt.path,
+                    &opts.cache_dir.join("target").join(side.name()),
+                    &opts.config,
+                    &opts.e2e,
+                    cuda,
+                    progress,
+                );
+                let mut env = SideEnv::new(side, tools, wt.path.clone(), work.join(side.name()));
+                env.cuda_unavailable = no_cuda.clone();
+                envs.push(env);
+            }
+            let [mut b, mut h]: [SideEnv; 2] =
+                envs.try_into().map_err(|_| anyhow::anyhow!("two sides"))?;
+            let r = e2e::run_compare(
+                cfg,
+                &checks,
+                &mut b,
+                &mut h,
+                policy,
+                rounds,
+                opts.e2e.require_cuda,
+                progress,
+            );
+            let _ = std::fs::remove_dir_all(&work);
+            Some(r)
+        }
+        _ => None,
+    };
+    base_wt.release()?;
+    head_wt.release()?;
+
+    let outcome = Results::decide_all(&benches, &failures, e2e_results.as_ref());
+    let profile_desc = profile.as_ref().map(|(p, path)| {
+        format!(
+            "{} (host {}, {} A/A trials)",
+            path.display(),
+            p.fingerprint,
+            p.trials
+        )
+    });
+    let mut reproduce = vec![format!(
+        "harness compare --base {} --head {} --suite {} --rounds {rounds}{}",
+        base.sha,
+        if head.dirty {
+            "<working tree>".to_string()
+        } else {
+            head.sha.clone()
+        },
+        opts.suite,
+        opts.shard
+            .map(|(i, n)| format!(" --shard {i}/{n}"))
+            .unwrap_or_default()
+    )];
+    if !targets.is_empty() {
+        reproduce.push(format!(
+            "cargo bench -p {} -- {}",
+            opts.config.packages.join(" -p "),
+            criterion.args()[1..].join(" ")
+        ));
+    }
+    if let Some(e) = &e2e_results {
+        for (side, rev) in [("base", &base), ("PR", &head)] {
+            if !rev.dirty {
+                reproduce.push(format!(
+                    "harness e2e --rev {} --suite {}  # {side}: correctness and speed alone",
+                    rev.sha, opts.suite
+                ));
+            }
+        }
+        reproduce.push(format!(
+            "engine profile --model MODEL --ep DEVICE --prompt-ids IDS --tokens N {} --json",
+            e.profile_args.join(" ")
+        ));
+    }
+    Ok(Results {
+        schema: SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix_s: now_unix(),
+        suite: opts.suite.clone(),
+        shard: opts.shard,
+        base,
+        head,
+        host,
+        method: Method {
+            sampling,
+            ..method(policy, rounds, &criterion, profile_desc)
+        },
+        rounds: round_infos,
+        benches,
+        failures,
+        outcome,
+        wall_s: t0.elapsed().as_secs_f64(),
+        reproduce,
+        e2e: e2e_results,
+    })
+}
+
+/// Shards the plan, runs the interleaved rounds of the bench executables and decides.
+fn measure_benches(
+    opts: &CompareOptions,
+    plan: &[TargetPlan],
+    base_exes: BenchExes,
+    head_exes: BenchExes,
+    policy: &Policy,
+    rounds: u32,
+    criterion: &CriterionSettings,
+    profile: &Option<(NoiseProfile, PathBuf)>,
+    progress: &dyn Progress,
+) -> (Collected, Vec<BenchResult>) {
+    let plan = match opts.shard {
+        None => plan.to_vec(),
+        Some(shard) => {
+            let ids_of = |tp: &TargetPlan| -> Vec<String> {
+                let mut ids = Vec::new();
+                for exes in [&base_exes, &head_exes] {
+                    if let Some(exe) = exes.by_target.get(&tp.target) {
+                        ids.extend(list_ids(exe, tp.filter.as_deref()));
+                    }
+                }
+                ids
+            };
+            let p = shard_plan(plan, &ids_of, shard);
+            progress.stage(&format!(
+                "shard {}/{}: {} bench target(s)",
+                shard.0,
+                shard.1,
+                p.len()
+            ));
+            p
+        }
+    };
+    let work_dir = opts.cache_dir.join("runs").join("current");
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let mut m = CriterionMeasurer {
+        base: base_exes,
+        head: head_exes,
+        args: criterion.args(),
+        work_dir: work_dir.clone(),
+        on_line: Box::new(|_| {}),
+        pair: criterion.paired.then(|| criterion.pair_settings()),
+        serves: BTreeMap::new(),
+    };
+    let r = measure_and_decide(
+        &mut m,
+        &plan,
+        policy,
+        rounds,
+        profile.as_ref().map(|(p, _)| p),
+        progress,
+    );
+    let _ = std::fs::remove_dir_all(&work_dir);
+    r
+}

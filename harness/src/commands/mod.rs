@@ -1,0 +1,223 @@
+//! The `harness` subcommands, one file each: its clap arguments (raw flags), their resolution
+//! against `harness.yaml` and the repository (resolved options, errors naming the flag), and the
+//! pipeline it runs. What every command shares lives here once: the common flags, the output
+//! formats, and [`finish`], the one sequence from a run's [`Results`] to the exit status
+//! (write the files → print the report → annotate in GitHub Actions → map the outcome to the
+//! exit-code contract: 0 passed or report-only, 1 gate failed, 2 could not run).
+
+pub mod calibrate;
+pub mod compare;
+pub mod e2e;
+pub mod hook;
+pub mod merge;
+pub mod post;
+pub mod replay;
+pub mod report;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::ValueEnum;
+
+use crate::cache::{default_cache_root, repo_cache_dir};
+use crate::config::{self, Config, FailOn};
+use crate::git::Repo;
+use crate::results::{Outcome, Results, SCHEMA};
+
+/// How a report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Term,
+    Md,
+    Json,
+}
+
+/// Flags of the commands that read `harness.yaml` and measure a repository.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Common {
+    /// harness.yaml to use (default: the repository root's).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Suite from harness.yaml (default: its `default_suite`).
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Rounds of the first pass (default: the suite's, else policy.rounds).
+    #[arg(long)]
+    pub rounds: Option<u32>,
+    /// Cache root for slots, target dirs and profiles (default: $HARNESS_CACHE_DIR or
+    /// ~/.cache/decoder-gate/harness).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// The repository (default: the current directory).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+}
+
+/// [`Common`] resolved: the repository's root, its validated config and suite, its cache dir.
+pub struct Resolved {
+    pub repo_root: PathBuf,
+    pub config: Config,
+    pub suite: String,
+    pub cache_dir: PathBuf,
+}
+
+impl Common {
+    pub fn resolve(&self) -> anyhow::Result<Resolved> {
+        let repo = Repo::open(&self.repo)?;
+        let repo_root = repo.workdir().map(|p| p.to_path_buf()).with_context(|| {
+            format!(
+                "{} is a bare repository: nothing to build",
+                self.repo.display()
+            )
+        })?;
+        let config_path = self
+            .config
+            .clone()
+            .unwrap_or_else(|| repo_root.join(config::FILE_NAME));
+        let config = Config::load(&config_path)?;
+        let suite = self
+            .suite
+            .clone()
+            .unwrap_or_else(|| config.default_suite.clone());
+        config.suite(&suite).map_err(anyhow::Error::msg)?;
+        let root = self.cache_dir.clone().unwrap_or_else(default_cache_root);
+        let cache_dir = repo_cache_dir(&root, &repo_root);
+        Ok(Resolved {
+            repo_root,
+            config,
+            suite,
+            cache_dir,
+        })
+    }
+}
+
+/// Where a results file that `merge` or `replay` makes goes, and the exit status it gives.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Output {
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+    /// Also write results.json, report.md and benchmark-action.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Exit status under this policy (default: report only, 0).
+    #[arg(long, value_enum)]
+    pub fail_on: Option<FailOn>,
+}
+
+impl Output {
+    /// Writes `results` to `--out` if given, prints it in `--format`; the exit status.
+    pub fn emit(&self, results: &Results) -> anyhow::Result<u8> {
+        if let Some(out) = &self.out {
+            write_outputs(out, results)?;
+        }
+        print!("{}", render(results, self.format));
+        Ok(exit_code(
+            results.outcome,
+            self.fail_on.unwrap_or(FailOn::Never),
+        ))
+    }
+}
+
+/// The end of a command that measured something: the outputs written to `out` (and its
+/// results.json named on stderr), the report printed in `format`, the step summary and
+/// annotations in GitHub Actions; the exit status under `fail_on`.
+pub fn finish(
+    results: &Results,
+    out: &Path,
+    format: Format,
+    fail_on: FailOn,
+) -> anyhow::Result<u8> {
+    write_outputs(out, results)?;
+    print!("{}", render(results, format));
+    eprintln!("results: {}", out.join("results.json").display());
+    github_actions_outputs(results);
+    Ok(exit_code(results.outcome, fail_on))
+}
+
+/// The exit-code contract: 2 could not run, 1 the gate failed under `fail_on`, else 0.
+pub fn exit_code(outcome: Outcome, fail_on: FailOn) -> u8 {
+    match (outcome, fail_on) {
+        (Outcome::Error, _) => 2,
+        (_, FailOn::Never) => 0,
+        (Outcome::Fail, _) => 1,
+        (Outcome::Warn, FailOn::Warn) => 1,
+        _ => 0,
+    }
+}
+
+pub fn render(results: &Results, format: Format) -> String {
+    match format {
+        Format::Term => crate::report::terminal(
+            results,
+            crate::report::use_color(std::io::stdout().is_terminal()),
+        ),
+        Format::Md => crate::report::markdown(results),
+        Format::Json => crate::report::json(results),
+    }
+}
+
+fn write_outputs(dir: &Path, results: &Results) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let w = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+    };
+    w("results.json", crate::report::json(results))?;
+    w("report.md", crate::report::markdown(results))?;
+    w(
+        "benchmark-action.json",
+        serde_json::to_string_pretty(&crate::report::github_action_benchmark(results))?,
+    )?;
+    Ok(())
+}
+
+/// In a GitHub Actions job: the markdown report appended to the step summary, and an annotation
+/// per 🔴/⛔/⚠️ row on stdout (where the runner reads workflow commands).
+fn github_actions_outputs(results: &Results) {
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let hint = crate::post::artifact_hint(&|k| std::env::var(k).ok());
+        let path = Path::new(&path);
+        if let Err(e) = crate::actions::append_step_summary(path, results, &hint) {
+            eprintln!("warning: {e:#}");
+        }
+    }
+    if crate::actions::in_actions() {
+        for line in crate::actions::annotations(results) {
+            println!("{line}");
+        }
+    }
+}
+
+/// Reads a saved `results.json`, checking its schema.
+pub fn read_results(input: &Path) -> anyhow::Result<Results> {
+    let text = std::fs::read_to_string(input)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let results: Results = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a harness results file", input.display()))?;
+    if results.schema != SCHEMA {
+        anyhow::bail!(
+            "{}: schema {:?}, this harness reads {:?}",
+            input.display(),
+            results.schema,
+            SCHEMA
+        );
+    }
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        use FailOn::*;
+        assert_eq!(exit_code(Outcome::Error, Never), 2);
+        assert_eq!(exit_code(Outcome::Fail, Never), 0);
+        assert_eq!(exit_code(Outcome::Fail, Red), 1);
+        assert_eq!(exit_code(Outcome::Warn, Red), 0);
+        assert_eq!(exit_code(Outcome::Warn, Warn), 1);
+        assert_eq!(exit_code(Outcome::Pass, Warn), 0);
+    }
+}

@@ -1,0 +1,18 @@
+//! The measure stage: how both sides' benchmarks are timed. [`rounds`] runs the interleaved
+//! rounds (ABBA, one benchmark at a time) behind the [`Measurer`] trait, so the decision path is
+//! tested with scripted timings; [`criterion`] runs a criterion executable once (its own
+//! `CRITERION_HOME`), lists its benchmark ids and reads its sample files; [`serve`] measures a
+//! benchmark paired, both sides' executables serving samples in turn; [`plan`] says what a
+//! suite measures and which part a shard takes.
+
+pub mod criterion;
+pub mod plan;
+pub mod rounds;
+pub mod serve;
+
+pub use criterion::{Measured, exact_filter, list_ids, read_run};
+pub use plan::{parse_shard, plan_for, shard_plan};
+pub use rounds::{
+    Collect, Collected, CriterionMeasurer, Measurer, TargetPlan, interleave_units, round_order,
+    run_rounds,
+};
