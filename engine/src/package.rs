@@ -1,7 +1,7 @@
 //! Model packages (a directory: `model.onnx` + external data, `genai_config.json`,
 //! `tokenizer.json`, `tokenizer_config.json`, optional `inference_metadata.{yaml,yml,json}`) and
-//! the I/O-resolution contract of DESIGN.md: which graph port is the token input, the logits,
-//! each layer's past/present key and value.
+//! the I/O-resolution contract (written out in ARCHITECTURE.md, Contracts): which graph port is
+//! the token input, the logits, each layer's past/present key and value.
 //!
 //! Each I/O key is resolved from the sidecar first, else from `genai_config.json`, else derived
 //! from the graph's port names (and, for the token input and logits, their types). A derivation

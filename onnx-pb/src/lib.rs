@@ -2,7 +2,9 @@
 //! wheel, `proto/onnx.proto`). The generated file `onnx.rs` is checked in so no protoc is needed
 //! at build time; regenerate it with `cargo run --manifest-path onnx-pb/gen/Cargo.toml`.
 //!
-//! This crate is the only code shared by `engine` and `oracles` (invariant 2 of DESIGN.md).
+//! This crate is the only code shared by `engine` and `oracles`: the oracle depends on it and on
+//! general crates only, never on the engine, so an engine bug cannot hide in shared code
+//! (ARCHITECTURE.md, Invariants).
 
 #[allow(clippy::all, clippy::pedantic, rustdoc::all)]
 mod generated {

@@ -3,11 +3,13 @@
 //! It loads an ONNX model package with its own loader ([`load`]), runs the graph node by node
 //! with its own runner ([`graph`]) and one plain function per ONNX op ([`ops`], named like the op
 //! in snake_case), and greedily decodes with the KV cache ([`decode`]) to produce the
-//! `oracle-decode/1` JSON of DESIGN.md. Everything is written to be obviously right rather than
-//! fast: plain loops, f64 accumulation in reductions, matmul, softmax and normalisations.
+//! `oracle-decode/1` JSON (the contract is written out in ARCHITECTURE.md, Contracts).
+//! Everything is written to be obviously right rather than fast: plain loops, f64 accumulation
+//! in reductions, matmul, softmax and normalisations.
 //!
-//! By invariant 2 of DESIGN.md this crate shares no code with `engine`: it depends on `onnx-pb`
-//! (the generated protobuf types) and general crates only.
+//! The oracle shares no code with the engine: it depends on `onnx-pb` (the generated protobuf
+//! types) and general crates only, so an engine bug cannot hide in shared code (ARCHITECTURE.md,
+//! Invariants).
 
 pub mod compare;
 pub mod decode;

@@ -1,6 +1,7 @@
 //! The `oracle` command line (glue only). `oracle decode --model DIR (--prompt TEXT | --prompt-ids
 //! 1,2,3) --tokens N [--chat] [--json]` greedily decodes with the fp32 reference and prints the
-//! `oracle-decode/1` JSON (contract in DESIGN.md) or, without `--json`, a human summary.
+//! `oracle-decode/1` JSON (contract written out in ARCHITECTURE.md, Contracts) or, without
+//! `--json`, a human summary.
 //! Errors: the whole chain on one line on stderr, exit status 1.
 
 use std::path::PathBuf;

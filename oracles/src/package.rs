@@ -1,5 +1,5 @@
-//! Model package files and the oracle's own (simple) version of the I/O-resolution contract of
-//! DESIGN.md: for every I/O key, the sidecar `inference_metadata.{yaml,yml,json}` (`io.*`, layer
+//! Model package files and the oracle's own (simple) version of the I/O-resolution contract
+//! (ARCHITECTURE.md, Contracts): for every I/O key, the sidecar `inference_metadata.{yaml,yml,json}` (`io.*`, layer
 //! patterns with `{layer}`) first, then `genai_config.json` (`model.decoder.inputs/outputs`,
 //! patterns with `%d`), then the conventional port names (`input_ids`, `attention_mask`,
 //! `position_ids`, `logits`, `past_key_values.N.key/value`, `present.N.key/value`). Also the
