@@ -132,10 +132,10 @@ pub fn measure_and_decide(
     let noisy = stats::noisy(&first, policy);
     if !noisy.is_empty() {
         progress.stage(&format!(
-            "{} benchmark(s) too noisy after {rounds} rounds (a threshold above {}, or ❔): {} \
-             more rounds for them: {}",
+            "{} benchmark(s) too noisy after {rounds} rounds (a threshold above {:.1} %, or ❔): \
+             {} more rounds for them: {}",
             noisy.len(),
-            format!("{:.1} %", policy.noise_target * 100.0),
+            policy.noise_target * 100.0,
             policy.noise_rounds,
             noisy.join(", ")
         ));

@@ -130,7 +130,8 @@ fn load(src_dir: &Path) -> BTreeMap<ModPath, Module> {
             if last == "main" && parts.is_empty() {
                 continue; // the binary: its own crate
             }
-            if !is_dir && !(last == "lib" && parts.is_empty()) {
+            let is_root = last == "lib" && parts.is_empty();
+            if !is_dir && !is_root {
                 parts.push(last);
             }
             let text = std::fs::read_to_string(&path).expect("read source");
