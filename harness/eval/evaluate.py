@@ -1210,11 +1210,11 @@ README_START = "<!-- eval-table:start -->"
 README_END = "<!-- eval-table:end -->"
 
 
-def render_readme(s, generated):
+def render_readme(s, generated, target="harness/eval/README.md"):
     """The short form for the README: false alarms, detection and wall time of the gate at its
     default rounds, per pairing method (`sample`: paired sampling, the current one; `bench`:
     one criterion run per benchmark and side), next to the naive method."""
-    L = [f"Generated {generated} by `evaluate.py summarize --readme README.md` from "
+    L = [f"Generated {generated} by `evaluate.py summarize --readme {target}` from "
          f"{s['trials']} trials ({' … '.join(d[:10] for d in s['dates'])}).", ""]
     L += ["| A/A, same revision both sides | runs | false 🔴 (runs with one) | ⚠️: total, "
           "most in one run | ❔ per run | per-round sd of ln(head/base): median, p75 | "
@@ -1292,7 +1292,7 @@ def cmd_summarize(args):
     print(md)
     log(f"wrote {out / 'summary.md'} and {out / 'summary.json'}")
     if args.readme:
-        splice_readme(args.readme, render_readme(s, generated))
+        splice_readme(args.readme, render_readme(s, generated, args.readme))
         log(f"updated the table in {args.readme}")
 
 

@@ -1,4 +1,4 @@
-//! The JSON contracts of DESIGN.md the harness reads from each revision's binaries and tree:
+//! The JSON contracts (ARCHITECTURE.md, "Contracts") the harness reads from each revision's binaries and tree:
 //! `engine-profile/1` (`engine profile --json`), `oracle-decode/1` (`oracle decode --json`) and
 //! `golden/1` (`goldens/<model>/<case>.json`). Only the fields the gate uses are declared; unknown
 //! fields are ignored, so a revision may add fields without breaking the gate.

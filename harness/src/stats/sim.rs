@@ -60,7 +60,7 @@ impl Noise {
     }
 
     /// A competing busy loop, pessimistically: rounds drift together by ~10 %, and a third of the
-    /// sides are slowed by 5-120 % on their own (FACTS.md saw single runs double under load).
+    /// sides are slowed by 5-120 % on their own (on this machine single criterion runs doubled under one busy loop: STATS.md, introduction).
     pub fn loaded(sigma: f64) -> Noise {
         Noise {
             sigma,
