@@ -904,7 +904,7 @@ def load_trials(root):
 
 def pairing(t):
     """How the gate paired base and head in a trial's rounds: `sample` (both sides serve each
-    benchmark and their samples alternate, harness/src/serve.rs; every target paired), `bench`
+    benchmark and their samples alternate, harness/src/measure/serve.rs; every target paired), `bench`
     (one criterion run per benchmark and side, base then head, since 2026-11-30) or `target`
     (each side's whole bench target, before). Trials of different methods are never pooled."""
     method = t["results"].get("method", {})

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Target-by-target against benchmark-by-benchmark interleaving, measured (harness/src/run.rs).
+"""Target-by-target against benchmark-by-benchmark interleaving, measured (harness/src/measure/rounds.rs).
 
 A/A rounds of one bench target with two criterion executables (the base and head builds of the
 same revision, e.g. from `harness compare`'s build slots), in two orders that alternate with each
@@ -10,7 +10,7 @@ other round by round so both see the same machine:
 
 Per benchmark and order it prints the sd of the per-round log ratio log(head/base) (the
 per-round value is criterion's lower quartile of ns/iter over the round's samples, as in
-harness/src/criterion.rs), then the median over benchmarks. Raw per-round values go to OUT.
+harness/src/measure/criterion.rs), then the median over benchmarks. Raw per-round values go to OUT.
 
     python3 harness/eval/interleave.py BASE_EXE HEAD_EXE ROUNDS OUT.json [SUBSTRING,...]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark-by-benchmark criterion runs against paired sampling, measured (harness/src/run.rs).
+"""Benchmark-by-benchmark criterion runs against paired sampling, measured (harness/src/measure/rounds.rs).
 
 A/A rounds of chosen benchmarks with two bench executables (base and head: two builds, or the
 same executable twice), in two methods that alternate with each other round by round so both see
@@ -12,7 +12,7 @@ the same machine:
 
 Per benchmark and method it prints the sd over rounds of the per-round log ratio log(head/base)
 (per round: each side's lower quartile of ns/iter over its samples, as in
-harness/src/criterion.rs), then the median over benchmarks. Raw per-round values go to OUT.
+harness/src/measure/criterion.rs), then the median over benchmarks. Raw per-round values go to OUT.
 
     python3 harness/eval/paired.py BASE_DIR HEAD_DIR ROUNDS OUT.json ID [ID ...]
 

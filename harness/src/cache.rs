@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 
 use crate::results::HostInfo;
 use crate::stats::NoiseProfile;
+use crate::vocab::Side;
 
 /// Which calibration profile to use.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +53,11 @@ pub fn default_cache_root() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("decoder-gate").join("harness")
+}
+
+/// A side's persistent cargo target dir: `<cache>/target/{base,head}`.
+pub fn slot_target_dir(cache_dir: &Path, side: Side) -> PathBuf {
+    cache_dir.join("target").join(side.name())
 }
 
 pub fn profile_path(cache_dir: &Path, fingerprint: &str) -> PathBuf {

@@ -56,7 +56,7 @@ pub struct CriterionSettings {
     pub sample_size: u32,
     #[serde(default = "default_nresamples")]
     pub nresamples: u32,
-    /// Measure each benchmark on both sides at once, sample by sample (harness/src/serve.rs),
+    /// Measure each benchmark on both sides at once, sample by sample (harness/src/measure/serve.rs),
     /// with the same warm-up, measurement time and sample count; criterion runs are used for a
     /// bench target either side cannot serve. `false`: criterion runs only.
     #[serde(default = "default_paired")]
@@ -100,7 +100,7 @@ pub struct PairSettings {
 }
 
 impl CriterionSettings {
-    /// Warm-up, measurement and sample count of a paired round (harness/src/serve.rs).
+    /// Warm-up, measurement and sample count of a paired round (harness/src/measure/serve.rs).
     pub fn pair_settings(&self) -> PairSettings {
         PairSettings {
             warm_up: Duration::from_secs_f64(self.warm_up_s),

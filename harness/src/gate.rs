@@ -417,7 +417,7 @@ pub fn describe_sampling(paired: bool, unpaired: &BTreeMap<String, String>) -> S
         return "criterion runs: one per benchmark and side (criterion.paired: false)".into();
     }
     let mut s = "paired: both sides serve each benchmark and its samples alternate ABBA, \
-                 about measurement / sample_size apart (harness/src/serve.rs)"
+                 about measurement / sample_size apart (harness/src/measure/serve.rs)"
         .to_string();
     if !unpaired.is_empty() {
         let list: Vec<String> = unpaired

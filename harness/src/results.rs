@@ -124,7 +124,7 @@ pub struct Method {
     /// 2026-11-30, whose defaults had `max_threshold` 0.15). `harness replay` starts from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<crate::stats::Policy>,
-    /// How each round measured a benchmark: paired sample by sample (harness/src/serve.rs) or
+    /// How each round measured a benchmark: paired sample by sample (harness/src/measure/serve.rs) or
     /// one criterion run per side, and which bench targets fell back to criterion runs and why.
     /// Absent in results written before paired sampling (criterion runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

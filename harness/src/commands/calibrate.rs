@@ -11,7 +11,7 @@ use super::Common;
 use super::compare::CompareOptions;
 use super::e2e::E2eOptions;
 use crate::build::build_side;
-use crate::cache::{ProfileChoice, profile_path};
+use crate::cache::{ProfileChoice, profile_path, slot_target_dir};
 use crate::gate::inputs_from;
 use crate::git::{Checkout, Repo};
 use crate::host;
@@ -88,11 +88,15 @@ pub fn calibrate(
     let host = host::collect();
     std::fs::create_dir_all(&opts.cache_dir)
         .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
-    let wt = repo.checkout("base", Checkout::Commit(r.sha.clone()), &opts.cache_dir)?;
+    let wt = repo.checkout(
+        Side::Base.name(),
+        Checkout::Commit(r.sha.clone()),
+        &opts.cache_dir,
+    )?;
     let exes = build_side(
         Side::Base,
         &wt.path,
-        &opts.cache_dir.join("target").join("base"),
+        &slot_target_dir(&opts.cache_dir, Side::Base),
         &opts.config,
         &targets,
         progress,

@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use super::e2e::{E2eOptions, e2e_tools, parse_side_bins};
 use super::{Common, Format};
 use crate::build::{BenchExes, build_side};
-use crate::cache::{ProfileChoice, load_profile};
+use crate::cache::{ProfileChoice, load_profile, slot_target_dir};
 use crate::config::{Config, CriterionSettings, FailOn};
 use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
@@ -202,13 +202,13 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         short(&base.sha),
         base.spec
     ));
-    let base_wt = repo.checkout("base", base_co, &opts.cache_dir)?;
+    let base_wt = repo.checkout(Side::Base.name(), base_co, &opts.cache_dir)?;
     progress.stage(&format!(
         "checking out head {} ({})",
         short(&head.sha),
         head.spec
     ));
-    let head_wt = repo.checkout("head", head_co, &opts.cache_dir)?;
+    let head_wt = repo.checkout(Side::Head.name(), head_co, &opts.cache_dir)?;
 
     let mut failures = Vec::new();
     let mut round_infos = Vec::new();
@@ -218,7 +218,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         let base_exes = build_side(
             Side::Base,
             &base_wt.path,
-            &opts.cache_dir.join("target").join("base"),
+            &slot_target_dir(&opts.cache_dir, Side::Base),
             &opts.config,
             &targets,
             progress,
@@ -228,7 +228,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         let head_exes = build_side(
             Side::Head,
             &head_wt.path,
-            &opts.cache_dir.join("target").join("head"),
+            &slot_target_dir(&opts.cache_dir, Side::Head),
             &opts.config,
             &targets,
             progress,
@@ -267,7 +267,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 let tools = e2e_tools(
                     side,
                     &wt.path,
-                    &opts.cache_dir.join("target").join(side.name()),
+                    &slot_target_dir(&opts.cache_dir, side),
                     &opts.config,
                     &opts.e2e,
                     cuda,
@@ -327,11 +327,13 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         ));
     }
     if let Some(e) = &e2e_results {
-        for (side, rev) in [("base", &base), ("PR", &head)] {
+        for (side, rev) in [(Side::Base, &base), (Side::Head, &head)] {
             if !rev.dirty {
                 reproduce.push(format!(
-                    "harness e2e --rev {} --suite {}  # {side}: correctness and speed alone",
-                    rev.sha, opts.suite
+                    "harness e2e --rev {} --suite {}  # {}: correctness and speed alone",
+                    rev.sha,
+                    opts.suite,
+                    side.word()
                 ));
             }
         }

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 
 use super::{Common, Format};
 use crate::build::{BinsRequest, build_e2e_bins};
+use crate::cache::slot_target_dir;
 use crate::config::{Config, FailOn};
 use crate::e2e::tools::Tools;
 use crate::e2e::{self, SideEnv};
@@ -18,7 +19,7 @@ use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
 use crate::results::{Method, Results, SCHEMA, now_unix};
 use crate::stats;
-use crate::vocab::{Device, Side};
+use crate::vocab::{Device, PerSide, Side};
 
 /// End-to-end checks of one revision (nightly): engine tokens vs the oracle and the goldens,
 /// and decode speed (no comparison). Exit 0 all ran and agree, 1 a check diverged or failed,
@@ -84,8 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         e2e: E2eOptions {
             devices: args.device,
             require_cuda: args.require_cuda,
-            engine_bin: [None, args.engine_bin],
-            oracle_bin: [None, args.oracle_bin],
+            engine_bin: PerSide::new(None, args.engine_bin),
+            oracle_bin: PerSide::new(None, args.oracle_bin),
         },
     };
     let results = e2e_single(&opts, &Ui::new())?;
@@ -100,34 +101,31 @@ pub struct E2eOptions {
     pub devices: Vec<Device>,
     /// A CUDA check that does not run is an error (exit 2), not ⏭.
     pub require_cuda: bool,
-    /// Prebuilt binaries per side (`[base, head]`): that side's are not built.
-    pub engine_bin: [Option<PathBuf>; 2],
-    pub oracle_bin: [Option<PathBuf>; 2],
+    /// Prebuilt binaries per side: that side's are not built.
+    pub engine_bin: PerSide<Option<PathBuf>>,
+    pub oracle_bin: PerSide<Option<PathBuf>>,
 }
 
 /// Parses `--engine-bin`/`--oracle-bin` values of `compare`: `base=PATH`, `head=PATH`, or a bare
-/// `PATH` for both sides (an A/A run of one binary). Returns `[base, head]`.
-pub fn parse_side_bins(flag: &str, values: &[String]) -> Result<[Option<PathBuf>; 2], String> {
-    let mut out: [Option<PathBuf>; 2] = [None, None];
+/// `PATH` for both sides (an A/A run of one binary).
+pub fn parse_side_bins(flag: &str, values: &[String]) -> Result<PerSide<Option<PathBuf>>, String> {
+    let mut out: PerSide<Option<PathBuf>> = PerSide::default();
     for v in values {
-        let (slots, path): (&[usize], &str) = match v.split_once('=') {
-            Some(("base", p)) => (&[0], p),
-            Some(("head", p)) => (&[1], p),
-            _ => (&[0, 1], v.as_str()),
+        let (sides, path): (&[Side], &str) = match v.split_once('=') {
+            Some((s, p)) if s == Side::Base.name() => (&[Side::Base], p),
+            Some((s, p)) if s == Side::Head.name() => (&[Side::Head], p),
+            _ => (&Side::BOTH, v.as_str()),
         };
         if path.is_empty() {
             return Err(format!(
                 "{flag} {v:?}: expected base=PATH, head=PATH or PATH"
             ));
         }
-        for &i in slots {
-            if out[i].is_some() {
-                return Err(format!(
-                    "{flag}: the {} binary is given twice",
-                    ["base", "head"][i]
-                ));
+        for &side in sides {
+            if out[side].is_some() {
+                return Err(format!("{flag}: the {side} binary is given twice"));
             }
-            out[i] = Some(PathBuf::from(path));
+            out[side] = Some(PathBuf::from(path));
         }
     }
     Ok(out)
@@ -153,19 +151,15 @@ pub fn e2e_tools(
     cuda: bool,
     progress: &dyn Progress,
 ) -> Result<Tools, String> {
-    let i = match side {
-        Side::Base => 0,
-        Side::Head => 1,
-    };
     let e2e = config
         .e2e
         .as_ref()
         .ok_or("harness.yaml has no e2e section")?;
-    let given_engine = opts.engine_bin[i]
+    let given_engine = opts.engine_bin[side]
         .as_deref()
         .map(|p| prebuilt("--engine-bin", p))
         .transpose()?;
-    let given_oracle = opts.oracle_bin[i]
+    let given_oracle = opts.oracle_bin[side]
         .as_deref()
         .map(|p| prebuilt("--oracle-bin", p))
         .transpose()?;
@@ -216,7 +210,7 @@ pub struct E2eRunOptions {
     /// None: the working tree (uncommitted changes included), else HEAD.
     pub rev: Option<String>,
     pub cache_dir: PathBuf,
-    /// `engine_bin[1]` / `oracle_bin[1]` are the prebuilt binaries, if given.
+    /// `engine_bin.head` / `oracle_bin.head` are the prebuilt binaries, if given.
     pub e2e: E2eOptions,
 }
 
@@ -233,7 +227,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         )
     })?;
     let repo = Repo::open(&opts.repo_dir)?;
-    let prebuilt = opts.e2e.engine_bin[1].is_some() && opts.e2e.oracle_bin[1].is_some();
+    let prebuilt = opts.e2e.engine_bin.head.is_some() && opts.e2e.oracle_bin.head.is_some();
     let (rev, checkout) = resolve_checkout(&repo, opts.rev.as_deref())?;
     std::fs::create_dir_all(&opts.cache_dir)
         .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
@@ -241,7 +235,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         None
     } else {
         progress.stage(&format!("checking out {} ({})", short(&rev.sha), rev.spec));
-        Some(repo.checkout("head", checkout, &opts.cache_dir)?)
+        Some(repo.checkout(Side::Head.name(), checkout, &opts.cache_dir)?)
     };
     let root = match &worktree {
         Some(wt) => wt.path.clone(),
@@ -276,7 +270,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
     let tools = e2e_tools(
         Side::Head,
         &root,
-        &opts.cache_dir.join("target").join("head"),
+        &slot_target_dir(&opts.cache_dir, Side::Head),
         &opts.config,
         &opts.e2e,
         cuda,

@@ -109,7 +109,7 @@ fn per_iteration(iters: &[f64], times_ns: &[f64]) -> Option<Vec<f64>> {
         .collect()
 }
 
-/// The log ratio `ln(head / base)` of one **paired** round (harness/src/serve.rs): sample `i` of
+/// The log ratio `ln(head / base)` of one **paired** round (harness/src/measure/serve.rs): sample `i` of
 /// each side was taken back to back with the other's, so each pair shares the machine's state of
 /// that moment; the round's value is the median over pairs of `ln(head_i / base_i)` (per
 /// iteration). A pair in which one side was disturbed moves the median little, a drift across

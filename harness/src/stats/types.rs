@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::policy::Policy;
 
-/// One benchmark's status (the meanings are the report's contract with its reader: README,
-/// "Reading the report"). The declaration order is the report's worst-first order.
+/// One benchmark's status (the meanings are the report's contract with its reader: ARCHITECTURE.md,
+/// "Contracts"). The declaration order is the report's worst-first order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
