@@ -1,9 +1,9 @@
 //! `harness`: the regression gate. Its modules form one chain of stages, each depending only on
 //! those before it (`tests/module_graph.rs` fails on an import cycle):
 //!
-//! [`vocab`] (sides, devices, failures) → [`stats`] (pure decision functions) → [`config`]
-//! (`harness.yaml`) → [`results`] (the saved-run data model) → [`host`], [`git`] (revisions,
-//! slots), [`build`] (cargo in each slot), [`cache`] (the cache layout), [`progress`] →
+//! [`vocab`] (sides, devices, failures) and [`progress`] → [`stats`] (pure decision functions) →
+//! [`config`] (`harness.yaml`) → [`results`] (the saved-run data model) → [`host`], [`git`]
+//! (revisions, slots), [`cache`] (the cache layout), [`build`] (cargo in each slot) →
 //! [`measure`] (interleaved rounds of criterion executables, paired serving) → [`gate`]
 //! (measurements → decisions, replays) → [`e2e`] (end-to-end correctness and decode speed
 //! through each revision's binaries) → [`report`] (terminal, markdown, JSON) → [`actions`],
