@@ -552,14 +552,7 @@ fn from_i64s<S: CastSrc<Via = i64>>(be: &CpuBackend, v: &[S], to: DType) -> Data
 mod tests {
     use super::*;
     use crate::backend::Backend;
-
-    fn be() -> CpuBackend {
-        CpuBackend::new(1).unwrap()
-    }
-
-    fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
-        Tensor::f32(shape, v.to_vec()).unwrap()
-    }
+    use crate::backend::cpu::test_util::{be, close, f32t};
 
     fn i64t(shape: &[usize], v: &[i64]) -> Tensor {
         Tensor::i64(shape, v.to_vec()).unwrap()
@@ -571,16 +564,6 @@ mod tests {
 
     fn un(op: UnaryOp, v: &[f32]) -> Vec<f32> {
         be().unary(op, &f32t(&[v.len()], v)).unwrap().to_f32_vec()
-    }
-
-    fn close(got: &[f32], want: &[f32], tol: f32) {
-        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan()),
-                "{got:?} vs {want:?}"
-            );
-        }
     }
 
     #[test]

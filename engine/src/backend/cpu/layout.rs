@@ -338,15 +338,8 @@ mod tests {
 
     use super::*;
     use crate::backend::Backend;
+    use crate::backend::cpu::test_util::{be, f32t};
     use crate::tensor::Data;
-
-    fn be() -> CpuBackend {
-        CpuBackend::new(1).unwrap()
-    }
-
-    fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
-        Tensor::f32(shape, v.to_vec()).unwrap()
-    }
 
     fn iota(shape: &[usize]) -> Tensor {
         let n = shape.iter().product::<usize>();

@@ -57,6 +57,8 @@ mod layout;
 mod linalg;
 mod norm;
 mod reduce;
+#[cfg(test)]
+mod test_util;
 
 /// Below this many output elements a kernel runs on the calling thread: the pool's wake-up
 /// costs more than it saves.

@@ -333,24 +333,7 @@ mod tests {
 
     use super::*;
     use crate::backend::Backend;
-
-    fn be() -> CpuBackend {
-        CpuBackend::new(1).unwrap()
-    }
-
-    fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
-        Tensor::f32(shape, v.to_vec()).unwrap()
-    }
-
-    fn close(got: &[f32], want: &[f32], tol: f32) {
-        assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(
-                (g - w).abs() <= tol * (1.0 + w.abs()),
-                "{got:?} vs {want:?}"
-            );
-        }
-    }
+    use crate::backend::cpu::test_util::{be, close, f32t};
 
     /// [2, 3]: [[1, -2, 3], [4, 5, -6]].
     fn x23() -> Tensor {
