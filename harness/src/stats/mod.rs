@@ -11,6 +11,7 @@ mod decide;
 mod paired;
 mod policy;
 mod profile;
+mod rank;
 mod types;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ pub use decide::{Decision, Phase, analyze, noisy, suspects};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
 pub use policy::{Policy, PolicyError};
 pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};
+pub use rank::{RankAnalysis, SignedRank, walsh_averages};
 pub use types::{BenchInput, Change, Status, Threshold, ThresholdSource};
 
 /// The multiple-comparison correction, as `results::Method::correction` names it.
