@@ -4,39 +4,9 @@
 
 use super::paired::{PairedT, holm, log_ratios};
 use super::policy::Policy;
+use super::policy::Rule;
 use super::profile::NoiseProfile;
-use super::types::{BenchInput, Change, Status, Threshold, ThresholdSource};
-
-/// Which pass of the decision this is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// After the first `policy.rounds` rounds: nothing is 🔴; would-be regressions are ⚠️ and
-    /// marked as suspects for confirmation rounds.
-    First,
-    /// After the confirmation rounds: rounds with index `≥ first_rounds` are confirmation rounds
-    /// (only suspects have them). 🔴 needs them.
-    Final { first_rounds: usize },
-}
-
-/// One benchmark's verdict.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
-    pub id: String,
-    pub status: Status,
-    /// `None` for 🆕 / ➖ and when fewer than two rounds pair up.
-    pub change: Option<Change>,
-    /// Relative threshold used (0.03 = 3 %).
-    pub threshold: f64,
-    pub threshold_source: ThresholdSource,
-    /// Why this status, with the numbers (always set for ⚠️, ❔ and 🔴).
-    pub note: Option<String>,
-    /// Valid paired rounds in the estimate, confirmation rounds included.
-    pub rounds: usize,
-    /// Of those, confirmation rounds.
-    pub confirmation_rounds: usize,
-    /// First pass only: needs confirmation rounds (see [`suspects`]).
-    pub suspect: bool,
-}
+use super::types::{BenchInput, Change, Decision, Phase, Status, Threshold, ThresholdSource};
 
 /// The ids that need confirmation rounds after the first pass, in input order.
 pub fn suspects(decisions: &[Decision]) -> Vec<String> {
@@ -60,6 +30,11 @@ pub fn suspects(decisions: &[Decision]) -> Vec<String> {
 pub fn noisy(decisions: &[Decision], policy: &Policy) -> Vec<String> {
     if policy.noise_rounds == 0 {
         return Vec::new();
+    }
+    if policy.rule == Rule::Resolution {
+        // Rounds go where the answer is still open (the levels are divided by `looks`, so
+        // choosing by the data is allowed).
+        return super::resolution::open(decisions);
     }
     decisions
         .iter()
@@ -104,6 +79,9 @@ pub fn analyze(
     policy: &Policy,
     phase: Phase,
 ) -> Vec<Decision> {
+    if policy.rule == Rule::Resolution {
+        return super::resolution::analyze(inputs, policy, phase);
+    }
     let prepared: Vec<Prepared> = inputs
         .iter()
         .map(|input| prepare(input, profile, policy, phase))

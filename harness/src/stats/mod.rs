@@ -12,6 +12,7 @@ mod paired;
 mod policy;
 mod profile;
 mod rank;
+mod resolution;
 mod types;
 
 #[cfg(test)]
@@ -21,12 +22,12 @@ pub use aggregate::{
     ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate, std_dev,
     summarize,
 };
-pub use decide::{Decision, Phase, analyze, noisy, suspects};
+pub use decide::{analyze, noisy, suspects};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
-pub use policy::{Policy, PolicyError};
+pub use policy::{Policy, PolicyError, Rule};
 pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};
 pub use rank::{RankAnalysis, SignedRank, walsh_averages};
-pub use types::{BenchInput, Change, Status, Threshold, ThresholdSource};
+pub use types::{BenchInput, Change, Decision, Phase, Status, Threshold, ThresholdSource};
 
 /// The multiple-comparison correction, as `results::Method::correction` names it.
 pub const CORRECTION: &str = "holm";

@@ -53,6 +53,35 @@ pub struct Policy {
     pub noise_target: f64,
     /// Fixed thresholds per benchmark id (relative), still never below `floor`.
     pub thresholds: BTreeMap<String, f64>,
+    /// Which rule turns a row's rounds into a status (STATS.md, "Verdicts against a
+    /// resolution"). `threshold` is the method of sections 3-7; `resolution` decides every row
+    /// against its resolution δ with rank intervals.
+    pub rule: Rule,
+    /// `rule: resolution`: the resolution δ of every row (relative, 0.03 = 3 %): ✅ rules out a
+    /// slowdown of δ or more, 🔴 shows one beyond δ.
+    pub resolution: f64,
+    /// Per-benchmark resolutions: an exact id or a glob (`*` any run of characters but `/`,
+    /// `**` any run, `?` one character but `/`) → δ. The longest matching pattern wins. A
+    /// pattern that matches no benchmark of the suite is an error.
+    pub resolutions: BTreeMap<String, f64>,
+    /// `rule: resolution`: the chance a row whose true slowdown is δ or more is shown ✅, at
+    /// most (spread over `looks`).
+    pub ok_alpha: f64,
+    /// `rule: resolution`: how many times a row's data may be looked at (the first pass, noise
+    /// rounds, confirmation rounds, later batches); every bound is taken at `level / looks`, so
+    /// the error rates hold whatever the looks decided (Bonferroni over looks).
+    pub looks: usize,
+}
+
+/// Which rule turns rounds into statuses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// A threshold from the noise (or the floor), Student t, Holm against "no change".
+    #[default]
+    Threshold,
+    /// A resolution δ per row, Hodges–Lehmann estimates with signed-rank bounds.
+    Resolution,
 }
 
 impl Default for Policy {
@@ -74,6 +103,11 @@ impl Default for Policy {
             noise_rounds: 6,
             noise_target: 0.04,
             thresholds: BTreeMap::new(),
+            rule: Rule::Threshold,
+            resolution: 0.03,
+            resolutions: BTreeMap::new(),
+            ok_alpha: 0.05,
+            looks: 4,
         }
     }
 }
@@ -164,6 +198,36 @@ impl Policy {
                 "at least 2",
             ));
         }
+        if !(self.ok_alpha > 0.0 && self.ok_alpha < 1.0) {
+            return Err(bad(
+                "ok_alpha",
+                self.ok_alpha.to_string(),
+                "a probability in (0, 1)",
+            ));
+        }
+        if self.looks < 1 {
+            return Err(bad("looks", self.looks.to_string(), "at least 1"));
+        }
+        let fraction = |v: f64| v > 0.0 && v < 1.0;
+        if !fraction(self.resolution) {
+            return Err(bad(
+                "resolution",
+                self.resolution.to_string(),
+                "a fraction in (0, 1)",
+            ));
+        }
+        for (pattern, &v) in &self.resolutions {
+            if !fraction(v) {
+                return Err(bad(
+                    &format!("resolutions.{pattern}"),
+                    v.to_string(),
+                    "a fraction in (0, 1)",
+                ));
+            }
+            if let Err(e) = glob_regex(pattern) {
+                return Err(bad(&format!("resolutions.{pattern}"), pattern.clone(), &e));
+            }
+        }
         for (id, &v) in &self.thresholds {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(bad(
@@ -174,6 +238,26 @@ impl Policy {
             }
         }
         Ok(())
+    }
+
+    /// The resolution δ of benchmark `id` and whether `resolutions` set it: the longest
+    /// matching pattern's value, else `resolution`.
+    pub fn resolution_for(&self, id: &str) -> (f64, bool) {
+        self.resolutions
+            .iter()
+            .filter(|(p, _)| glob_regex(p).is_ok_and(|r| r.is_match(id)))
+            .max_by_key(|(p, _)| p.len())
+            .map_or((self.resolution, false), |(_, &v)| (v, true))
+    }
+
+    /// The `resolutions` patterns that match none of `ids` (a typo, or a benchmark that no
+    /// longer exists): each is an error for the run.
+    pub fn unmatched_resolutions(&self, ids: &[String]) -> Vec<String> {
+        self.resolutions
+            .keys()
+            .filter(|p| glob_regex(p).is_ok_and(|r| !ids.iter().any(|id| r.is_match(id))))
+            .cloned()
+            .collect()
     }
 
     /// This policy with the fields of a JSON object replaced (`{"noise_k": 2}`; any field
@@ -196,6 +280,29 @@ impl Policy {
         p.validate().map_err(|e| e.to_string())?;
         Ok(p)
     }
+}
+
+/// A benchmark-id glob as an anchored regex: `**` any run of characters, `*` any run without
+/// `/`, `?` one character but `/`, everything else literal.
+fn glob_regex(pattern: &str) -> Result<regex_lite::Regex, String> {
+    if pattern.is_empty() {
+        return Err("a benchmark id or glob, not empty".into());
+    }
+    let mut re = String::from("^");
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                re.push_str(".*");
+            }
+            '*' => re.push_str("[^/]*"),
+            '?' => re.push_str("[^/]"),
+            c => re.push_str(&regex_lite::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    regex_lite::Regex::new(&re).map_err(|e| format!("a valid glob ({e})"))
 }
 
 #[cfg(test)]
@@ -272,5 +379,54 @@ mod tests {
         let mut p = Policy::default();
         p.thresholds.insert("x".into(), -0.1);
         assert_eq!(p.validate().unwrap_err().field, "thresholds.x");
+    }
+
+    #[test]
+    fn resolutions_match_ids_and_globs_the_longest_pattern_winning() {
+        let p = Policy {
+            resolutions: [
+                ("matmul/*_t2/*".to_string(), 0.06),
+                ("matmul/f32_t2/32x512x512".to_string(), 0.08),
+                ("tokenization/**".to_string(), 0.05),
+            ]
+            .into(),
+            ..Policy::default()
+        };
+        p.validate().unwrap();
+        assert_eq!(p.resolution_for("matmul/f32_t2/32x512x512"), (0.08, true));
+        assert_eq!(p.resolution_for("matmul/bf16_t2/1x256x256"), (0.06, true));
+        assert_eq!(p.resolution_for("matmul/bf16_t1/1x256x256"), (0.03, false));
+        assert_eq!(p.resolution_for("tokenization/encode/tiny"), (0.05, true));
+        // `*` stops at `/`: no match across segments.
+        assert_eq!(p.resolution_for("matmul/x/f32_t2/y"), (0.03, false));
+        let ids: Vec<String> = ["matmul/f32_t2/32x512x512", "add/f32/small"]
+            .map(String::from)
+            .into();
+        assert_eq!(p.unmatched_resolutions(&ids), ["tokenization/**"]);
+    }
+
+    #[test]
+    fn bad_resolutions_name_the_pattern() {
+        let mut p = Policy::default();
+        p.resolutions.insert("add/**".into(), 1.5);
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("resolutions.add/**"), "{e}");
+        p.resolutions.clear();
+        p.resolution = 0.0;
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("policy.resolution")
+        );
+        let p = Policy::default()
+            .with_overrides(r#"{"rule": "resolution", "looks": 3}"#)
+            .unwrap();
+        assert_eq!((p.rule, p.looks), (Rule::Resolution, 3));
+        assert!(
+            Policy::default()
+                .with_overrides(r#"{"rule": "vibes"}"#)
+                .is_err()
+        );
     }
 }

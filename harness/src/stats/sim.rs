@@ -1,10 +1,11 @@
 //! Test-only: a deterministic random generator and a simulated noisy machine, so the method's
 //! error rates can be checked against the gate's targets without a benchmark in sight.
 
-use super::decide::{Decision, Phase, analyze, noisy, suspects};
+use super::decide::{analyze, noisy, suspects};
 use super::policy::Policy;
 use super::profile::NoiseProfile;
 use super::types::BenchInput;
+use super::types::{Decision, Phase};
 
 /// SplitMix64 (Steele, Lea & Flood 2014): tiny, seedable, good enough for test noise.
 pub struct Rng(u64);

@@ -151,3 +151,34 @@ impl Threshold {
         self.value.ln_1p()
     }
 }
+
+/// Which pass of the decision this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// After the first `policy.rounds` rounds: nothing is 🔴; would-be regressions are ⚠️ and
+    /// marked as suspects for confirmation rounds.
+    First,
+    /// After the confirmation rounds: rounds with index `≥ first_rounds` are confirmation rounds
+    /// (only suspects have them). 🔴 needs them.
+    Final { first_rounds: usize },
+}
+
+/// One benchmark's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub id: String,
+    pub status: Status,
+    /// `None` for 🆕 / ➖ and when fewer than two rounds pair up.
+    pub change: Option<Change>,
+    /// Relative threshold used (0.03 = 3 %).
+    pub threshold: f64,
+    pub threshold_source: ThresholdSource,
+    /// Why this status, with the numbers (always set for ⚠️, ❔ and 🔴).
+    pub note: Option<String>,
+    /// Valid paired rounds in the estimate, confirmation rounds included.
+    pub rounds: usize,
+    /// Of those, confirmation rounds.
+    pub confirmation_rounds: usize,
+    /// First pass only: needs confirmation rounds (see [`suspects`]).
+    pub suspect: bool,
+}
