@@ -799,4 +799,86 @@ mod tests {
         assert_eq!(spread.status, Status::NoChange, "{spread:?}");
         assert!(spread.threshold > 0.085, "{spread:?}");
     }
+
+    /// The committed A/A runs under the current defaults whose rounds the simulations of
+    /// `stats` draw their noise from.
+    const AA_RUNS: &str = "eval/results/2026-11-30-rounds8/aa";
+
+    /// The per-round paired log ratios of every benchmark of every A/A run under [`AA_RUNS`],
+    /// exactly as the decision sees them (`inputs_from`), in file order.
+    fn aa_round_log_ratios() -> Vec<f64> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(AA_RUNS);
+        let mut files = Vec::new();
+        let mut todo = vec![root];
+        while let Some(dir) = todo.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else if p.ends_with("results.json") {
+                    files.push(p);
+                }
+            }
+        }
+        files.sort();
+        let mut out = Vec::new();
+        for f in files {
+            let saved: Results =
+                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            let mut c = Collected::default();
+            for b in &saved.benches {
+                let side = |s: &Option<SideResult>| -> Vec<RawSample> {
+                    s.iter().flat_map(|s| s.samples.clone()).collect()
+                };
+                c.benches.insert(
+                    b.id.clone(),
+                    Collect {
+                        target: String::new(),
+                        throughput: b.throughput,
+                        base: side(&b.base),
+                        head: side(&b.head),
+                    },
+                );
+            }
+            for input in inputs_from(&c) {
+                if let (Some(b), Some(h)) = (&input.base, &input.head) {
+                    out.extend(stats::log_ratios(b, h));
+                }
+            }
+        }
+        out
+    }
+
+    /// Regenerates `stats/testdata/aa_round_log_ratios.txt`, the noise the simulations draw from
+    /// (`cargo test -p harness --lib write_the_aa_round_pool -- --ignored`).
+    #[test]
+    #[ignore]
+    fn write_the_aa_round_pool() {
+        let d = aa_round_log_ratios();
+        let text: String = d.iter().map(|x| format!("{x:.6}\n")).collect();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/stats/testdata/aa_round_log_ratios.txt");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "# {} paired rounds of the A/A runs under {AA_RUNS}, ln(head / base)\n{text}",
+                d.len()
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_committed_noise_pool_is_what_the_aa_runs_give() {
+        let want = aa_round_log_ratios();
+        let text = include_str!("stats/testdata/aa_round_log_ratios.txt");
+        let got: Vec<f64> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6));
+    }
 }

@@ -1039,6 +1039,7 @@ mod tests {
                     common: 0.3,
                     p_hit: 0.1,
                     hit: (1.05, 2.2),
+                    measured: 0.0,
                 },
             ),
             (
@@ -1052,6 +1053,7 @@ mod tests {
                     common: 0.1,
                     p_hit: 0.5,
                     hit: (1.05, 2.5),
+                    measured: 0.0,
                 },
             ),
         ];

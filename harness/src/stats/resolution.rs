@@ -406,4 +406,95 @@ mod tests {
         assert_eq!(open(&ds), ["open"]);
         assert!(ds[2].suspect);
     }
+
+    use crate::stats::sim::{Noise, Rng, SimBench, aa_suite, gate};
+
+    /// A 55-benchmark suite (the full suite's size) with noise drawn from this machine's real A/A
+    /// rounds, the one at `changed` shifted by `shift`.
+    fn measured_suite(scale: f64, shift: f64) -> Vec<SimBench> {
+        let mut s = aa_suite(55, Noise::measured(scale));
+        s[0].shift = shift;
+        s
+    }
+
+    #[test]
+    fn simulated_prs_at_the_measured_noise_meet_the_error_targets() {
+        // Targets: a false 🔴 in at most 1 % of PRs of 55 benchmarks; a ✅ on a row whose true
+        // slowdown is δ + 1 % or more in at most 2 % of such rows. 400 simulated runs each,
+        // through the whole pass sequence (first pass, rounds for open rows, confirmation).
+        let policy = policy();
+        let runs = 400;
+        let mut rng = Rng::new(7);
+        let aa = measured_suite(1.0, 0.0);
+        let red_runs = (0..runs)
+            .filter(|_| {
+                gate(&mut rng, &aa, None, &policy)
+                    .iter()
+                    .any(|d| d.status == Status::Regression)
+            })
+            .count();
+        // Rows slowed by δ + 1 % = 4 %, and by more: ✅ on them is the error.
+        let (mut ok_rows, mut rows) = (0, 0);
+        for shift in [0.04, 0.05, 0.08] {
+            let suite = measured_suite(1.0, shift);
+            for _ in 0..runs {
+                let ds = gate(&mut rng, &suite, None, &policy);
+                ok_rows += usize::from(ds[0].status == Status::NoChange);
+                rows += 1;
+            }
+        }
+        eprintln!("{red_runs} of {runs} A/A runs with a 🔴; {ok_rows} of {rows} slowed rows ✅");
+        assert!(
+            red_runs * 100 <= runs,
+            "{red_runs} of {runs} runs with a false 🔴"
+        );
+        assert!(ok_rows * 50 <= rows, "{ok_rows} of {rows} slowed rows ✅");
+    }
+
+    /// The table of STATS.md ("Verdicts against a resolution"): how each true change is shown,
+    /// at the measured noise and at half and twice it
+    /// (`cargo test -p harness --lib resolution_simulation_table -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn resolution_simulation_table() {
+        let policy = policy();
+        let runs = 1000;
+        println!("| noise | true change | 🔴 | ⚠️ | ❔ | ✅ | 🟢 | rounds (median) |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for (label, scale) in [
+            ("½ × measured", 0.5),
+            ("measured", 1.0),
+            ("2 × measured", 2.0),
+        ] {
+            for shift in [0.0, 0.02, 0.03, 0.05, 0.10] {
+                let mut rng = Rng::new(11);
+                let suite = measured_suite(scale, shift);
+                let mut n = [0usize; 5];
+                let mut rounds = Vec::new();
+                for _ in 0..runs {
+                    let d = gate(&mut rng, &suite, None, &policy).remove(0);
+                    rounds.push(d.rounds);
+                    n[match d.status {
+                        Status::Regression => 0,
+                        Status::PossibleRegression => 1,
+                        Status::NoChange => 3,
+                        Status::Improvement => 4,
+                        _ => 2,
+                    }] += 1;
+                }
+                rounds.sort();
+                let pct = |k: usize| format!("{:.1} %", 100.0 * k as f64 / runs as f64);
+                println!(
+                    "| {label} | +{:.0} % | {} | {} | {} | {} | {} | {} |",
+                    shift * 100.0,
+                    pct(n[0]),
+                    pct(n[1]),
+                    pct(n[2]),
+                    pct(n[3]),
+                    pct(n[4]),
+                    rounds[runs / 2]
+                );
+            }
+        }
+    }
 }
