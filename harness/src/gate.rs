@@ -230,6 +230,14 @@ pub fn replay(
     policy
         .validate()
         .map_err(|e| anyhow::anyhow!("replay policy: {e}"))?;
+    let ids: Vec<String> = saved.benches.iter().map(|b| b.id.clone()).collect();
+    let unmatched = policy.unmatched_resolutions(&ids);
+    if !unmatched.is_empty() {
+        bail!(
+            "policy.resolutions: no benchmark of {source} matches {}",
+            unmatched.join(", ")
+        );
+    }
     let recorded_first = saved
         .rounds
         .iter()
@@ -798,6 +806,28 @@ mod tests {
         let spread = benches.iter().find(|b| b.id == "t/spread").unwrap();
         assert_eq!(spread.status, Status::NoChange, "{spread:?}");
         assert!(spread.threshold > 0.085, "{spread:?}");
+    }
+
+    #[test]
+    fn a_replay_refuses_resolutions_that_match_no_benchmark() {
+        let policy = Policy::default();
+        let saved = saved_run(&policy, vec!["t/quiet", "t/slow"]);
+        let typo = policy
+            .with_overrides(r#"{"rule": "resolution", "resolutions": {"t/nope*": 0.05}}"#)
+            .unwrap();
+        let e = replay(&saved, &typo, None, None, "saved")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t/nope*"), "{e}");
+        let glob = policy
+            .with_overrides(r#"{"rule": "resolution", "resolutions": {"t/*": 0.05}}"#)
+            .unwrap();
+        let r = replay(&saved, &glob, None, None, "saved").unwrap();
+        assert!(
+            r.benches.iter().all(|b| b.threshold == 0.05),
+            "{:?}",
+            r.benches
+        );
     }
 
     /// The committed A/A runs under the current defaults whose rounds the simulations of

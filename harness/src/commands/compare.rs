@@ -236,6 +236,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         .map_err(|f| failures.push(f))
         .ok();
         if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
+            check_resolutions(opts, &plan, [&base_exes, &head_exes], &head_wt.path)?;
             let (r, b) = measure_benches(
                 opts, &plan, base_exes, head_exes, policy, rounds, &criterion, &profile, progress,
             );
@@ -363,6 +364,49 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         reproduce,
         e2e: e2e_results,
     })
+}
+
+/// `policy.resolutions` patterns must each match a row of the suite (its benchmarks, listed
+/// from both sides' executables before any round, and its end-to-end checks): a pattern that
+/// matches nothing is a typo or a stale id, and the gate refuses to run rather than silently
+/// decide those rows at the default resolution.
+fn check_resolutions(
+    opts: &CompareOptions,
+    plan: &[TargetPlan],
+    exes: [&BenchExes; 2],
+    head_tree: &std::path::Path,
+) -> anyhow::Result<()> {
+    let policy = &opts.config.policy;
+    if policy.resolutions.is_empty() {
+        return Ok(());
+    }
+    let mut ids: Vec<String> = plan
+        .iter()
+        .flat_map(|tp| {
+            exes.iter()
+                .filter_map(|e| e.by_target.get(&tp.target))
+                .flat_map(|exe| list_ids(exe, tp.filter.as_deref()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
+    if let Some(cfg) = &opts.config.e2e
+        && !suite.e2e.is_empty()
+    {
+        let checks =
+            e2e::plan_checks(cfg, &suite.e2e, &[], head_tree).map_err(anyhow::Error::msg)?;
+        ids.extend(checks.into_iter().map(|c| c.id));
+    }
+    let unmatched = policy.unmatched_resolutions(&ids);
+    if !unmatched.is_empty() {
+        bail!(
+            "policy.resolutions: {} match(es) no benchmark or end-to-end check of suite {}: {}",
+            unmatched.len(),
+            opts.suite,
+            unmatched.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Shards the plan, runs the interleaved rounds of the bench executables and decides.
