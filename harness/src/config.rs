@@ -144,6 +144,12 @@ pub struct Suite {
     pub rounds: Option<u32>,
     #[serde(default)]
     pub criterion: Option<CriterionSettings>,
+    /// `policy.rule: resolution`: the wall-time budget of this suite's benchmark rounds, in
+    /// minutes (building and the end-to-end stage come on top). Rounds past the fixed passes go
+    /// to the rows still open, most promising first, while the budget lasts and `policy.looks`
+    /// allows. None: the fixed passes only.
+    #[serde(default)]
+    pub budget_minutes: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -465,6 +471,14 @@ impl Config {
                 return Err(bad(
                     &format!("suites.{name}.rounds"),
                     format!("{r} rounds cannot give a paired interval; use at least 2"),
+                ));
+            }
+            if let Some(b) = suite.budget_minutes
+                && !(b > 0.0 && b.is_finite())
+            {
+                return Err(bad(
+                    &format!("suites.{name}.budget_minutes"),
+                    format!("{b}: expected a positive number of minutes"),
                 ));
             }
             if let Some(c) = &suite.criterion {

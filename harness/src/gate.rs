@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
@@ -15,7 +16,7 @@ use crate::measure::serve::SAMPLING_MODE;
 use crate::measure::{Collect, Collected, Measurer, TargetPlan, exact_filter, run_rounds};
 use crate::progress::Progress;
 use crate::results::{BenchResult, Method, RawSample, Results, SideResult, Status, now_unix};
-use crate::stats::{self, BenchInput, NoiseProfile, Phase, Policy};
+use crate::stats::{self, BenchInput, NoiseProfile, Phase, Policy, Rule};
 
 /// Per benchmark, the per-round estimates of both sides paired by round index.
 pub fn inputs_from(collected: &Collected) -> Vec<BenchInput> {
@@ -119,8 +120,10 @@ pub fn measure_and_decide(
     policy: &Policy,
     rounds: u32,
     profile: Option<&NoiseProfile>,
+    budget: Option<Duration>,
     progress: &dyn Progress,
 ) -> (Collected, Vec<BenchResult>) {
+    let started = Instant::now();
     let mut collected = Collected::default();
     run_rounds(m, plan, 0, rounds, false, &mut collected, &mut |d, t, w| {
         progress.rounds(d, t, w)
@@ -150,6 +153,53 @@ pub fn measure_and_decide(
         );
         first_rounds = rounds + policy.noise_rounds as u32;
         first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+    }
+    if let Some(budget) = budget.filter(|_| policy.rule == Rule::Resolution) {
+        let looks_used = 1 + usize::from(first_rounds > rounds);
+        // One look stays for the confirmation rounds.
+        let batches = policy.looks.saturating_sub(looks_used + 1);
+        for _ in 0..batches {
+            let open = stats::noisy(&first, policy);
+            if open.is_empty() {
+                break;
+            }
+            // Time per benchmark-round so far, and what the suspects' confirmation will need.
+            let done: usize = collected
+                .benches
+                .values()
+                .map(|c| c.base.len().min(c.head.len()))
+                .sum();
+            let per = started.elapsed().as_secs_f64() / done.max(1) as f64;
+            let reserve = per * (stats::suspects(&first).len() * policy.confirmation_rounds) as f64;
+            let left = budget.as_secs_f64() - started.elapsed().as_secs_f64() - reserve;
+            let batch = policy.noise_rounds.max(1);
+            let fit = (left / (per * batch as f64)).floor().max(0.0) as usize;
+            progress.stage(&format!(
+                "{} row(s) still open, {:.1} min of the budget left",
+                open.len(),
+                (budget.as_secs_f64() - started.elapsed().as_secs_f64()).max(0.0) / 60.0
+            ));
+            if fit == 0 {
+                break;
+            }
+            let chosen = most_promising(&first, &open, fit);
+            progress.stage(&format!(
+                "{batch} more rounds for {} of them: {}",
+                chosen.len(),
+                chosen.join(", ")
+            ));
+            run_rounds(
+                m,
+                &plan_of(&collected, &chosen),
+                first_rounds,
+                batch as u32,
+                false,
+                &mut collected,
+                &mut |d, t, w| progress.rounds(d, t, w),
+            );
+            first_rounds += batch as u32;
+            first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
+        }
     }
     let suspects = stats::suspects(&first);
     let decisions = if suspects.is_empty() || policy.confirmation_rounds == 0 {
@@ -360,6 +410,35 @@ pub fn replay(
     })
 }
 
+/// Of the `open` rows, the `k` nearest a decision: the ones whose interval needs to shrink least
+/// (relative to its width) to clear the resolution on either side.
+fn most_promising(decisions: &[stats::Decision], open: &[String], k: usize) -> Vec<String> {
+    let mut scored: Vec<(f64, &String)> = open
+        .iter()
+        .map(|id| {
+            let score = decisions
+                .iter()
+                .find(|d| &d.id == id)
+                .and_then(|d| {
+                    let c = d.change.as_ref()?;
+                    let tau = d.threshold.ln_1p();
+                    let (lo, hi) = (c.ci_low.ln_1p(), c.ci_high.ln_1p());
+                    let width = (hi - lo).max(f64::MIN_POSITIVE);
+                    // How far each bound is from clearing: ✅ needs hi < τ, 🔴 lo > τ.
+                    Some(((hi - tau).max(0.0).min((tau - lo).max(0.0))) / width)
+                })
+                .unwrap_or(f64::INFINITY);
+            (score, id)
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .take(k)
+        .map(|(_, id)| id.clone())
+        .collect()
+}
+
 /// The report rows of `decisions`: each with both sides' samples and per-round estimates; a
 /// benchmark of a target that failed to run on a side is ⛔ whatever its numbers said.
 fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<BenchResult> {
@@ -568,8 +647,15 @@ mod tests {
             target: "t".into(),
             filter: None,
         }];
-        let (_, benches) =
-            measure_and_decide(&mut m, &plan, &policy, 6, None, &crate::progress::Silent);
+        let (_, benches) = measure_and_decide(
+            &mut m,
+            &plan,
+            &policy,
+            6,
+            None,
+            None,
+            &crate::progress::Silent,
+        );
         (m, benches)
     }
 
@@ -623,8 +709,15 @@ mod tests {
             target: "t".into(),
             filter: None,
         }];
-        let (collected, benches) =
-            measure_and_decide(&mut m, &plan, policy, 6, None, &crate::progress::Silent);
+        let (collected, benches) = measure_and_decide(
+            &mut m,
+            &plan,
+            policy,
+            6,
+            None,
+            None,
+            &crate::progress::Silent,
+        );
         let rev = Revision {
             spec: "x".into(),
             sha: "0".repeat(40),
@@ -806,6 +899,67 @@ mod tests {
         let spread = benches.iter().find(|b| b.id == "t/spread").unwrap();
         assert_eq!(spread.status, Status::NoChange, "{spread:?}");
         assert!(spread.threshold > 0.085, "{spread:?}");
+    }
+
+    #[test]
+    fn under_a_budget_open_rows_get_more_rounds_and_without_one_they_do_not() {
+        use crate::stats::Rule;
+        let policy = Policy {
+            rule: Rule::Resolution,
+            looks: 5,
+            ..Policy::default()
+        };
+        let plan = [TargetPlan {
+            target: "t".into(),
+            filter: None,
+        }];
+        let run = |budget: Option<Duration>| {
+            let mut m = Script {
+                ns: scripted_ns,
+                ids: vec!["t/quiet", "t/noisy", "t/slow"],
+                measured: Vec::new(),
+            };
+            let (_, b) = measure_and_decide(
+                &mut m,
+                &plan,
+                &policy,
+                6,
+                None,
+                budget,
+                &crate::progress::Silent,
+            );
+            (m, b)
+        };
+        // No budget left: the fixed passes only. 6 rounds cannot reach ok_alpha / looks, so every
+        // row but the suspect t/slow is open after them and gets the 6 noise rounds.
+        let (m0, b0) = run(Some(Duration::ZERO));
+        assert_eq!(rounds_of(&m0, "t/quiet").len(), 12);
+        assert_eq!(rounds_of(&m0, "t/noisy").len(), 12);
+        let noisy0 = b0.iter().find(|b| b.id == "t/noisy").unwrap();
+        assert_eq!(noisy0.status, Status::TooNoisy, "{noisy0:?}");
+        // Ten minutes: t/noisy (its ±25 % rounds keep it open) gets batches while looks allow
+        // (5 looks: first pass, noise rounds, two batches, confirmation); t/quiet, ✅ after 12
+        // rounds, gets none, and the confirmation rounds still come last.
+        let (m1, b1) = run(Some(Duration::from_secs(600)));
+        assert_eq!(rounds_of(&m1, "t/quiet").len(), 12);
+        assert!(
+            rounds_of(&m1, "t/noisy").len() >= 18,
+            "{:?}",
+            rounds_of(&m1, "t/noisy")
+        );
+        // A suspect from the first pass on: no noise rounds, 8 confirmation rounds.
+        let slow = rounds_of(&m1, "t/slow");
+        assert_eq!(slow.len(), 6 + 8, "{slow:?}");
+        let noisy_last = *rounds_of(&m1, "t/noisy").last().unwrap();
+        assert!(
+            slow[6] > noisy_last,
+            "confirmation after the batches: {slow:?}"
+        );
+        let quiet = b1.iter().find(|b| b.id == "t/quiet").unwrap();
+        assert_eq!(quiet.status, Status::NoChange, "{quiet:?}");
+        // Without a budget at all (the threshold rule's callers, e2e rows): the same as none left.
+        let (m2, _) = run(None);
+        assert_eq!(m2.measured, m0.measured);
     }
 
     #[test]

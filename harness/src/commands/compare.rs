@@ -460,6 +460,11 @@ fn measure_benches(
         policy,
         rounds,
         profile.as_ref().map(|(p, _)| p),
+        opts.config
+            .suite(&opts.suite)
+            .ok()
+            .and_then(|s| s.budget_minutes)
+            .map(|m| std::time::Duration::from_secs_f64(m * 60.0)),
         progress,
     );
     let _ = std::fs::remove_dir_all(&work_dir);

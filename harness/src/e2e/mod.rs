@@ -739,7 +739,7 @@ pub fn run_compare(
         checks.len()
     ));
     let (_collected, benches) =
-        crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, progress);
+        crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, None, progress);
     let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
 
     let mut oracle_cache: [OracleCache; 2] = Default::default();
