@@ -235,6 +235,9 @@ fn head(results: &Results) -> String {
     if !results.benches.is_empty() {
         paragraphs.push(counts_line(results));
     }
+    if let Some(line) = super::ok_meaning(results) {
+        paragraphs.push(line);
+    }
     if let Some(e) = &results.e2e {
         let parts: Vec<String> = e
             .counts()

@@ -95,6 +95,27 @@ pub fn count_label(status: Status, n: usize) -> String {
     format!("{n} {label}{}", if plural { "s" } else { "" })
 }
 
+/// What a ✅ meant in this run, when the rule says more than "within the threshold": under
+/// `rule: resolution`, that a slowdown of the row's resolution or more is ruled out.
+fn ok_meaning(results: &Results) -> Option<String> {
+    let policy = results.method.policy.as_ref()?;
+    if policy.rule != crate::stats::Rule::Resolution || results.benches.is_empty() {
+        return None;
+    }
+    let level = 1.0 - policy.ok_alpha / policy.looks as f64;
+    let own = if policy.resolutions.is_empty() {
+        String::new()
+    } else {
+        " (rows with a resolution of their own show it in the Threshold column)".to_string()
+    };
+    Some(format!(
+        "✅ means a slowdown of {} or more is ruled out for that row{own}, each bound at {}; \
+         ❔ means it could not be ruled out, and the row shows the interval.",
+        format::percent(policy.resolution),
+        format::level(level)
+    ))
+}
+
 /// The non-zero status counts, worst first: `🔴 1 regression · ⚠️ 2 possible regressions`.
 fn counts_line(results: &Results) -> String {
     let parts: Vec<String> = results
@@ -320,6 +341,25 @@ fn log_tail(lines: &[String], max_lines: usize, max_width: usize) -> Vec<String>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_header_says_what_no_change_means_under_the_resolution_rule() {
+        let mut r = fixtures::mixed();
+        assert_eq!(ok_meaning(&r), None);
+        assert!(!markdown(&r).contains("is ruled out"));
+        r.method.policy = Some(crate::stats::Policy {
+            rule: crate::stats::Rule::Resolution,
+            ..crate::stats::Policy::default()
+        });
+        let line = ok_meaning(&r).unwrap();
+        assert_eq!(
+            line,
+            "✅ means a slowdown of 3.0 % or more is ruled out for that row, each bound at \
+             98.75 %; ❔ means it could not be ruled out, and the row shows the interval."
+        );
+        assert!(markdown(&r).contains(&line));
+        assert!(terminal(&r, false).contains(&line));
+    }
+
     use super::*;
     use crate::report::fixtures;
 

@@ -72,6 +72,9 @@ pub fn terminal(results: &Results, color: bool) -> String {
         out.push_str("no benchmarks were compared\n");
     } else {
         let _ = writeln!(out, "{}", counts_line(results));
+        if let Some(line) = super::ok_meaning(results) {
+            let _ = writeln!(out, "{line}");
+        }
         out.push_str(&table(&benches, color));
         out.push('\n');
     }
