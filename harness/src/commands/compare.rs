@@ -25,7 +25,7 @@ use crate::measure::{
 use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
 use crate::results::{BenchResult, Method, Results, Revision, SCHEMA, now_unix};
-use crate::stats::{NoiseProfile, Policy};
+use crate::stats::{NoiseProfile, Policy, Rule};
 use crate::vocab::{Device, Side};
 
 /// Compare base and head: build both, run interleaved rounds, decide, report.
@@ -210,6 +210,19 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     ));
     let head_wt = repo.checkout(Side::Head.name(), head_co, &opts.cache_dir)?;
 
+    // The end-to-end checks: in a sharded run, shard 1 carries them all.
+    let e2e_checks = match (&opts.config.e2e, opts.shard) {
+        (Some(cfg), shard) if !suite.e2e.is_empty() && shard.is_none_or(|(i, _)| i == 1) => Some(
+            e2e::plan_checks(cfg, &suite.e2e, &opts.e2e.devices, &head_wt.path)
+                .map_err(anyhow::Error::msg)?,
+        ),
+        _ => None,
+    };
+    // The policy each family decides under: under `rule: resolution` the PR's one error budget
+    // `alpha` is split between the benchmarks and the end-to-end speed rows in proportion to
+    // their rows (Bonferroni across the two Holm families), so a false 🔴 anywhere stays ≤ alpha.
+    let (mut bench_policy, mut e2e_policy) = (policy.clone(), policy.clone());
+
     let mut failures = Vec::new();
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
@@ -236,9 +249,23 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         .map_err(|f| failures.push(f))
         .ok();
         if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
-            check_resolutions(opts, &plan, [&base_exes, &head_exes], &head_wt.path)?;
+            if policy.rule == Rule::Resolution || !policy.resolutions.is_empty() {
+                let ids = suite_ids(&plan, [&base_exes, &head_exes]);
+                let e2e_ids: Vec<String> =
+                    e2e_checks.iter().flatten().map(|c| c.id.clone()).collect();
+                check_resolutions(policy, &opts.suite, &ids, &e2e_ids)?;
+                (bench_policy, e2e_policy) = split_alpha(policy, ids.len(), e2e_ids.len());
+            }
             let (r, b) = measure_benches(
-                opts, &plan, base_exes, head_exes, policy, rounds, &criterion, &profile, progress,
+                opts,
+                &plan,
+                base_exes,
+                head_exes,
+                &bench_policy,
+                rounds,
+                &criterion,
+                &profile,
+                progress,
             );
             for (t, why) in &r.unpaired {
                 progress.stage(&format!(
@@ -252,12 +279,8 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         }
     }
 
-    // The end-to-end checks: in a sharded run, shard 1 carries them all.
-    let e2e_cases = &suite.e2e;
-    let e2e_results = match (&opts.config.e2e, opts.shard) {
-        (Some(cfg), shard) if !e2e_cases.is_empty() && shard.is_none_or(|(i, _)| i == 1) => {
-            let checks = e2e::plan_checks(cfg, e2e_cases, &opts.e2e.devices, &head_wt.path)
-                .map_err(anyhow::Error::msg)?;
+    let e2e_results = match (&opts.config.e2e, e2e_checks) {
+        (Some(cfg), Some(checks)) => {
             // No CUDA build and no CUDA run on a host without a driver: those checks are ⏭.
             let no_cuda = host::cuda_unavailable();
             let cuda = checks.iter().any(|c| c.device == Device::Cuda) && no_cuda.is_none();
@@ -285,7 +308,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 &checks,
                 &mut b,
                 &mut h,
-                policy,
+                &e2e_policy,
                 rounds,
                 opts.e2e.require_cuda,
                 progress,
@@ -354,7 +377,9 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         host,
         method: Method {
             sampling,
-            ..method(policy, rounds, &criterion, profile_desc)
+            // The benchmarks' policy (its alpha their share under `rule: resolution`): what a
+            // replay of the benchmark rows must start from to decide as this run did.
+            ..method(&bench_policy, rounds, &criterion, profile_desc)
         },
         rounds: round_infos,
         benches,
@@ -366,20 +391,21 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     })
 }
 
-/// `policy.resolutions` patterns must each match a row of the suite (its benchmarks, listed
-/// from both sides' executables before any round, and its end-to-end checks): a pattern that
-/// matches nothing is a typo or a stale id, and the gate refuses to run rather than silently
-/// decide those rows at the default resolution.
-fn check_resolutions(
-    opts: &CompareOptions,
-    plan: &[TargetPlan],
-    exes: [&BenchExes; 2],
-    head_tree: &std::path::Path,
-) -> anyhow::Result<()> {
-    let policy = &opts.config.policy;
-    if policy.resolutions.is_empty() {
-        return Ok(());
+/// The benchmarks' and the end-to-end speed rows' policies: under `rule: resolution` with both
+/// families present, `alpha` split between them in proportion to their rows (the two Holm
+/// families' error rates add up to at most `alpha`); otherwise both are `policy`.
+fn split_alpha(policy: &Policy, bench_rows: usize, e2e_rows: usize) -> (Policy, Policy) {
+    let (mut bench, mut e2e) = (policy.clone(), policy.clone());
+    if policy.rule == Rule::Resolution && bench_rows > 0 && e2e_rows > 0 {
+        e2e.alpha = policy.alpha * e2e_rows as f64 / (bench_rows + e2e_rows) as f64;
+        bench.alpha = policy.alpha - e2e.alpha;
     }
+    (bench, e2e)
+}
+
+/// Every benchmark id the suite's plan selects, listed from both sides' executables before any
+/// round (`--list`), sorted and without repeats.
+fn suite_ids(plan: &[TargetPlan], exes: [&BenchExes; 2]) -> Vec<String> {
     let mut ids: Vec<String> = plan
         .iter()
         .flat_map(|tp| {
@@ -389,20 +415,26 @@ fn check_resolutions(
                 .collect::<Vec<_>>()
         })
         .collect();
-    let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
-    if let Some(cfg) = &opts.config.e2e
-        && !suite.e2e.is_empty()
-    {
-        let checks =
-            e2e::plan_checks(cfg, &suite.e2e, &[], head_tree).map_err(anyhow::Error::msg)?;
-        ids.extend(checks.into_iter().map(|c| c.id));
-    }
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// `policy.resolutions` patterns must each match a row of the suite (a benchmark or an
+/// end-to-end check): a pattern that matches nothing is a typo or a stale id, and the gate
+/// refuses to run rather than silently decide those rows at the default resolution.
+fn check_resolutions(
+    policy: &Policy,
+    suite: &str,
+    bench_ids: &[String],
+    e2e_ids: &[String],
+) -> anyhow::Result<()> {
+    let ids: Vec<String> = bench_ids.iter().chain(e2e_ids).cloned().collect();
     let unmatched = policy.unmatched_resolutions(&ids);
     if !unmatched.is_empty() {
         bail!(
-            "policy.resolutions: {} match(es) no benchmark or end-to-end check of suite {}: {}",
+            "policy.resolutions: {} match(es) no benchmark or end-to-end check of suite {suite}: {}",
             unmatched.len(),
-            opts.suite,
             unmatched.join(", ")
         );
     }
@@ -469,4 +501,24 @@ fn measure_benches(
     );
     let _ = std::fs::remove_dir_all(&work_dir);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_error_budget_is_split_between_benchmarks_and_end_to_end_rows() {
+        let mut p = Policy {
+            rule: Rule::Resolution,
+            ..Policy::default()
+        };
+        let (b, e) = split_alpha(&p, 55, 3);
+        assert!((b.alpha + e.alpha - p.alpha).abs() < 1e-15);
+        assert!((e.alpha - 0.05 * 3.0 / 58.0).abs() < 1e-15);
+        // One family alone keeps the whole budget; the threshold rule is left as it was.
+        assert_eq!(split_alpha(&p, 55, 0).0.alpha, 0.05);
+        p.rule = Rule::Threshold;
+        assert_eq!(split_alpha(&p, 55, 3).1.alpha, 0.05);
+    }
 }
