@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Ground truth for the realistic PR cases of harness/eval/cases/, measured apart from the gate.
+
+For one case: two throwaway clones of the repository (`git clone --shared`, nothing written to
+the repository itself) at the base revision, the case's patch applied to one; each side's
+benchmarks built once with its own target dir; then long criterion runs of both sides,
+alternating AB / BA by round, each run with its own CRITERION_HOME. Per benchmark and round the
+number is criterion's samples' lower quartile of time per iteration (the same per-round estimate
+as the gate's, harness/STATS.md section 2, so the truth is about the quantity the gate
+estimates), the round's log ratio ln(case / base), and over the rounds the Hodges-Lehmann
+estimate with an exact signed-rank 95 % interval (the gate's `rule: resolution` uses the same
+method; here at the plain 95 % level, nothing corrected, longer runs and more rounds).
+
+Usage (one case at a time; resumable only by rerunning the case):
+  python3 harness/eval/ground_truth.py --case gather-element-loop --filter '^gather/' \\
+      --rounds 15 --out harness/eval/results/ground-truth
+Standard library only. Every child process has a deadline.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = REPO / "harness" / "eval" / "cases"
+BUILD_TIMEOUT_S = 3600
+RUN_TIMEOUT_S = 1800
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, cwd=None, env=None, timeout=RUN_TIMEOUT_S):
+    return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ----------------------------------------------------------------------------------------------
+# Pure parts (tested in test_ground_truth.py)
+
+
+def lower_quartile(values):
+    """Type-7 quantile at 0.25 (Hyndman & Fan 1996), as the harness's round estimate."""
+    v = sorted(values)
+    if not v:
+        return None
+    h = (len(v) - 1) * 0.25
+    lo = math.floor(h)
+    return v[lo] + (h - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
+
+
+def round_value(sample):
+    """A criterion sample.json's per-round number: the lower quartile of time per iteration."""
+    per = [t / i for i, t in zip(sample["iters"], sample["times"]) if i > 0]
+    return lower_quartile(per)
+
+
+def signed_rank_cdf(n):
+    """P(W+ <= w) for w = 0..n(n+1)/2: the exact null distribution of the signed-rank statistic."""
+    total = n * (n + 1) // 2
+    counts = [0] * (total + 1)
+    counts[0] = 1
+    for k in range(1, n + 1):
+        for s in range(total, k - 1, -1):
+            counts[s] += counts[s - k]
+    acc, out = 0, []
+    for c in counts:
+        acc += c
+        out.append(acc / 2 ** n)
+    return out
+
+
+def hodges_lehmann(d, confidence=0.95):
+    """Median of the Walsh averages and the exact signed-rank interval at `confidence` (two-sided,
+    (1 - confidence) / 2 in each tail); bounds are None when n rounds cannot reach the level."""
+    n = len(d)
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(n) for j in range(i, n))
+    m = len(walsh)
+    est = walsh[m // 2] if m % 2 else (walsh[m // 2 - 1] + walsh[m // 2]) / 2
+    alpha = (1 - confidence) / 2
+    cut = sum(1 for p in signed_rank_cdf(n) if p <= alpha)
+    if cut == 0:
+        return est, None, None
+    return est, walsh[cut - 1], walsh[m - cut]
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def prepare_side(root, name, rev, patch):
+    d = root / name
+    run(["git", "clone", "-q", "--shared", "--no-checkout", str(REPO), str(d)])
+    run(["git", "-C", str(d), "checkout", "-q", "--detach", rev])
+    if patch is not None:
+        run(["git", "-C", str(d), "apply", str(patch)])
+    return d
+
+
+def build(tree, target_dir, targets):
+    """The bench executables of `targets` (name → path), built with cargo's JSON messages."""
+    cmd = ["cargo", "bench", "--no-run", "--message-format=json", "-p", "engine"]
+    for t in targets:
+        cmd += ["--bench", t]
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
+    out = run(cmd, cwd=tree, env=env, timeout=BUILD_TIMEOUT_S).stdout
+    exes = {}
+    for line in out.splitlines():
+        try:
+            m = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and \
+                "bench" in m["target"]["kind"]:
+            exes[m["target"]["name"]] = m["executable"]
+    missing = set(targets) - set(exes)
+    if missing:
+        raise SystemExit(f"error: {tree}: no bench executable for {sorted(missing)}")
+    return exes
+
+
+def measure(exe, filt, args, home):
+    """One criterion run into `home`; per benchmark id its round value."""
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    cmd = [exe, "--bench", *args] + ([filt] if filt else [])
+    run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)})
+    out = {}
+    for bench in home.rglob("new/benchmark.json"):
+        b = json.loads(bench.read_text())
+        sample = json.loads((bench.parent / "sample.json").read_text())
+        out[b["full_id"]] = round_value(sample)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", required=True, help="a patch name under harness/eval/cases/")
+    ap.add_argument("--rev", default="HEAD", help="base revision (default HEAD)")
+    ap.add_argument("--targets", default="kernels,matmul,sampling,kv_cache,tokenization,decode",
+                    help="bench targets to build and run")
+    ap.add_argument("--filter", default=None, help="criterion filter regex (default: all)")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--warm-up", type=float, default=0.5)
+    ap.add_argument("--measurement", type=float, default=1.5)
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "decoder-gate" /
+                                                   "ground-truth"))
+    ap.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "ground-truth"))
+    a = ap.parse_args()
+    patch = CASES / f"{a.case}.patch"
+    if not patch.is_file():
+        raise SystemExit(f"error: --case {a.case}: no {patch}")
+    rev = run(["git", "-C", str(REPO), "rev-parse", a.rev]).stdout.strip()
+    targets = [t for t in a.targets.split(",") if t]
+    cache = Path(a.cache_dir)
+    args = ["--warm-up-time", str(a.warm_up), "--measurement-time", str(a.measurement),
+            "--sample-size", str(a.samples), "--noplot"]
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="ground-truth-") as tmp:
+        tmp = Path(tmp)
+        sides = {"base": prepare_side(tmp, "base", rev, None),
+                 "case": prepare_side(tmp, "case", rev, patch)}
+        exes = {}
+        for side, tree in sides.items():
+            log(f"building {side} ({', '.join(targets)})")
+            exes[side] = build(tree, cache / f"target-{side}", targets)
+        per_round = {"base": [], "case": []}
+        for r in range(a.rounds):
+            order = ["base", "case"] if r % 2 == 0 else ["case", "base"]
+            values = {s: {} for s in order}
+            for t in targets:
+                for side in order:
+                    values[side].update(measure(exes[side][t], a.filter, args,
+                                                tmp / f"home-{side}"))
+            for side in order:
+                per_round[side].append(values[side])
+            left = (time.time() - started) / (r + 1) * (a.rounds - r - 1)
+            log(f"round {r + 1}/{a.rounds} done, about {left / 60:.1f} min left")
+    rows = {}
+    for bid in sorted(per_round["base"][0]):
+        d = [math.log(c[bid] / b[bid]) for b, c in zip(per_round["base"], per_round["case"])
+             if b.get(bid) and c.get(bid)]
+        est, lo, hi = hodges_lehmann(d)
+        rows[bid] = {"rounds": len(d), "log_ratios": d, "change": math.expm1(est),
+                     "ci95": [None if lo is None else math.expm1(lo),
+                              None if hi is None else math.expm1(hi)]}
+    out = Path(a.out) / a.case
+    out.mkdir(parents=True, exist_ok=True)
+    rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
+           "targets": targets, "filter": a.filter, "rounds": a.rounds,
+           "criterion_args": args, "wall_s": round(time.time() - started, 1), "rows": rows}
+    (out / "ground-truth.json").write_text(json.dumps(rec, indent=1) + "\n")
+    for bid, r in rows.items():
+        ci = r["ci95"]
+        ci_s = "unbounded" if None in ci else f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
+        print(f"{bid}: {r['change'] * 100:+.1f} % {ci_s} ({r['rounds']} rounds)")
+    log(f"wrote {out / 'ground-truth.json'}")
+
+
+if __name__ == "__main__":
+    main()

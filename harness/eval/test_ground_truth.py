@@ -1,0 +1,33 @@
+"""The pure parts of ground_truth.py: the round estimate and the signed-rank interval."""
+
+import unittest
+
+import ground_truth as gt
+
+
+class GroundTruthTest(unittest.TestCase):
+    def test_lower_quartile_is_type_7(self):
+        self.assertEqual(gt.lower_quartile([1, 2, 3, 4, 5]), 2)
+        self.assertAlmostEqual(gt.lower_quartile([1, 2, 3, 4]), 1.75)
+        self.assertIsNone(gt.lower_quartile([]))
+
+    def test_round_value_is_per_iteration(self):
+        self.assertEqual(gt.round_value({"iters": [2, 2, 2, 2, 2], "times": [20, 40, 60, 80, 100]}), 20)
+
+    def test_signed_rank_distribution_matches_the_table(self):
+        cdf = gt.signed_rank_cdf(10)
+        # n = 10: P(W+ <= 10) = 43/1024 and P(W+ <= 8) = 25/1024 (standard table values 10 / 8).
+        self.assertAlmostEqual(cdf[10], 43 / 1024)
+        self.assertAlmostEqual(cdf[8], 25 / 1024)
+        self.assertEqual(cdf[-1], 1.0)
+
+    def test_hodges_lehmann_by_hand(self):
+        est, lo, hi = gt.hodges_lehmann([4.0, 1.0, 2.0], confidence=0.75)
+        # Walsh averages 1, 1.5, 2, 2.5, 3, 4; P(W+ = 0) = 1/8 = the tail: one cut per end.
+        self.assertEqual((est, lo, hi), (2.25, 1.0, 4.0))
+        # Three rounds cannot reach 95 %.
+        self.assertEqual(gt.hodges_lehmann([4.0, 1.0, 2.0])[1:], (None, None))
+
+
+if __name__ == "__main__":
+    unittest.main()
