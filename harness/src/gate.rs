@@ -134,11 +134,16 @@ pub fn measure_and_decide(
     let mut first_rounds = rounds;
     let noisy = stats::noisy(&first, policy);
     if !noisy.is_empty() {
+        let why = match policy.rule {
+            Rule::Threshold => format!(
+                "too noisy after {rounds} rounds (a threshold above {:.1} %, or ❔)",
+                policy.noise_target * 100.0
+            ),
+            Rule::Resolution => format!("still open after {rounds} rounds"),
+        };
         progress.stage(&format!(
-            "{} benchmark(s) too noisy after {rounds} rounds (a threshold above {:.1} %, or ❔): \
-             {} more rounds for them: {}",
+            "{} benchmark(s) {why}: {} more rounds for them: {}",
             noisy.len(),
-            policy.noise_target * 100.0,
             policy.noise_rounds,
             noisy.join(", ")
         ));
