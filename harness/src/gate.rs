@@ -315,28 +315,7 @@ pub fn replay(
     let confirmation_limit = recorded_first + policy.confirmation_rounds as u32;
     // The samples of `keep`'s rounds, per benchmark. ⛔ rows stay in the family, as they were
     // in the saved run's analysis, and are carried over as saved below.
-    let collect = |keep: &dyn Fn(&str, u32) -> bool| -> Collected {
-        let mut c = Collected::default();
-        for b in &saved.benches {
-            let side = |s: &Option<SideResult>| -> Vec<RawSample> {
-                s.iter()
-                    .flat_map(|s| s.samples.iter())
-                    .filter(|x| keep(&b.id, x.round))
-                    .cloned()
-                    .collect()
-            };
-            c.benches.insert(
-                b.id.clone(),
-                Collect {
-                    target: String::new(),
-                    throughput: b.throughput,
-                    base: side(&b.base),
-                    head: side(&b.head),
-                },
-            );
-        }
-        c
-    };
+    let collect = |keep: &dyn Fn(&str, u32) -> bool| collected_from(saved, keep);
     let prof = profile.map(|(p, _)| p);
     let first_pass = collect(&|_, r| r < first);
     let firsts = stats::analyze(&inputs_from(&first_pass), prof, policy, Phase::First);
@@ -413,6 +392,31 @@ pub fn replay(
         outcome,
         ..saved.clone()
     })
+}
+
+/// A saved run's recorded samples as the rounds collected them, keeping the rounds `keep` says
+/// (benchmark id, round index).
+fn collected_from(saved: &Results, keep: &dyn Fn(&str, u32) -> bool) -> Collected {
+    let mut c = Collected::default();
+    for b in &saved.benches {
+        let side = |s: &Option<SideResult>| -> Vec<RawSample> {
+            s.iter()
+                .flat_map(|s| s.samples.iter())
+                .filter(|x| keep(&b.id, x.round))
+                .cloned()
+                .collect()
+        };
+        c.benches.insert(
+            b.id.clone(),
+            Collect {
+                target: String::new(),
+                throughput: b.throughput,
+                base: side(&b.base),
+                head: side(&b.head),
+            },
+        );
+    }
+    c
 }
 
 /// Of the `open` rows, the `k` nearest a decision: the ones whose interval needs to shrink least
@@ -1014,21 +1018,7 @@ mod tests {
         for f in files {
             let saved: Results =
                 serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
-            let mut c = Collected::default();
-            for b in &saved.benches {
-                let side = |s: &Option<SideResult>| -> Vec<RawSample> {
-                    s.iter().flat_map(|s| s.samples.clone()).collect()
-                };
-                c.benches.insert(
-                    b.id.clone(),
-                    Collect {
-                        target: String::new(),
-                        throughput: b.throughput,
-                        base: side(&b.base),
-                        head: side(&b.head),
-                    },
-                );
-            }
+            let c = collected_from(&saved, &|_, _| true);
             for input in inputs_from(&c) {
                 if let (Some(b), Some(h)) = (&input.base, &input.head) {
                     out.extend(stats::log_ratios(b, h));

@@ -2,6 +2,7 @@
 //! threshold, Holm control across the suite, and a status; first pass (suspects) and final pass
 //! (after confirmation rounds). The method is written out in `harness/STATS.md`.
 
+use super::notes::{p_str, pct, pct_abs};
 use super::paired::{PairedT, holm, log_ratios};
 use super::policy::Policy;
 use super::policy::Rule;
@@ -182,22 +183,6 @@ fn prepare<'a>(
             confirm,
         },
         threshold,
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:+.1} %", x * 100.0)
-}
-
-fn pct_abs(x: f64) -> String {
-    format!("{:.1} %", x * 100.0)
-}
-
-fn p_str(p: f64) -> String {
-    if p < 0.0001 {
-        "< 0.0001".to_string()
-    } else {
-        format!("{p:.4}")
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod decide;
+mod notes;
 mod paired;
 mod policy;
 mod profile;

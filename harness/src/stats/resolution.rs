@@ -12,6 +12,7 @@
 //! divided by `looks`, so the error rates hold however many times rounds were added after
 //! looking (a Bonferroni bound over at most `looks` looks).
 
+use super::notes::{p_str, pct, pct_abs};
 use super::paired::{holm, log_ratios};
 use super::policy::Policy;
 use super::rank::RankAnalysis;
@@ -27,18 +28,6 @@ enum Row {
         confirm: Vec<f64>,
         rank: Option<RankAnalysis>,
     },
-}
-
-fn pct(x: f64) -> String {
-    format!("{:+.1} %", x * 100.0)
-}
-
-fn p_str(p: f64) -> String {
-    if p < 0.0001 {
-        "< 0.0001".to_string()
-    } else {
-        format!("{p:.4}")
-    }
 }
 
 fn prepare(input: &BenchInput, phase: Phase) -> Row {
@@ -172,7 +161,7 @@ fn decide(
             pct(max.exp_m1())
         )
     };
-    let delta_s = format!("{:.1} %", delta * 100.0);
+    let delta_s = pct_abs(delta);
     let above = red_adj <= a_fw;
 
     // Suspects: a slowdown of δ or more is not ruled out and the rounds lean slower.
