@@ -173,6 +173,7 @@ def main():
             log(f"building {side} ({', '.join(targets)})")
             exes[side] = build(tree, cache / f"target-{side}", targets)
         per_round = {"base": [], "case": []}
+        rounds_started = time.time()
         for r in range(a.rounds):
             order = ["base", "case"] if r % 2 == 0 else ["case", "base"]
             values = {s: {} for s in order}
@@ -182,7 +183,7 @@ def main():
                                                 tmp / f"home-{side}"))
             for side in order:
                 per_round[side].append(values[side])
-            left = (time.time() - started) / (r + 1) * (a.rounds - r - 1)
+            left = (time.time() - rounds_started) / (r + 1) * (a.rounds - r - 1)
             log(f"round {r + 1}/{a.rounds} done, about {left / 60:.1f} min left")
     rows = {}
     for bid in sorted(per_round["base"][0]):
