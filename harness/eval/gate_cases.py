@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Runs the realistic cases of harness/eval/cases/ through the gate, and tabulates the verdicts
+against the ground truth (ground_truth.py's results).
+
+`run`: one throwaway clone of the repository (`git clone --shared`, nothing written to the
+repository itself) with one branch per case (the patch committed on the base revision); then
+`harness compare --repo CLONE --config harness/eval/cases/gate.yaml --suite SUITE --base BASE
+--head case/NAME --format json --out OUT/NAME/run-K --fail-on never` per case. The clone lives
+under --work so its slots and target dirs stay warm from one invocation to the next.
+
+`table`: per case and row, the gate's status, estimate and interval beside the ground truth's
+change and 95 % interval, and the two acceptance checks of the verdict rules:
+  - a row whose true slowdown is at least δ + 1 % (its ground-truth lower bound, so it is
+    certainly that slow) must not be ✅;
+  - a row the case does not touch (ground truth interval within ±δ, or the row was predicted
+    untouched and not measured) must not be 🔴.
+
+Usage:
+  python3 harness/eval/gate_cases.py run --harness target/release/harness \\
+      --case add-extra-copy:case-kernels --out harness/eval/results/cases
+  python3 harness/eval/gate_cases.py table --out harness/eval/results/cases
+Standard library only. Every child process has a deadline.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = REPO / "harness" / "eval" / "cases"
+GROUND = REPO / "harness" / "eval" / "results" / "ground-truth"
+COMPARE_TIMEOUT_S = 3600
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          timeout=300).stdout.strip()
+
+
+def prepare(work, rev, cases):
+    """The clone at `work` with branch case/NAME = `rev` + the case's patch, for each case."""
+    if not (work / ".git").is_dir():
+        work.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(work)], check=True,
+                       timeout=600)
+    git("fetch", "-q", str(REPO), rev, cwd=work)
+    git("checkout", "-q", "--detach", rev, cwd=work)
+    git("config", "user.email", "eval@localhost", cwd=work)
+    git("config", "user.name", "eval", cwd=work)
+    for name in cases:
+        git("checkout", "-q", "--detach", rev, cwd=work)
+        git("apply", "--index", str(CASES / f"{name}.patch"), cwd=work)
+        git("commit", "-q", "-m", f"case {name}", cwd=work)
+        git("branch", "-f", f"case/{name}", "HEAD", cwd=work)
+    git("checkout", "-q", "--detach", rev, cwd=work)
+
+
+def run_cases(a):
+    rev = git("rev-parse", a.rev, cwd=REPO)
+    pairs = [c.split(":", 1) for c in a.case]
+    for name, _ in pairs:
+        if not (CASES / f"{name}.patch").is_file():
+            raise SystemExit(f"error: --case {name}: no {CASES / (name + '.patch')}")
+    work = Path(a.work)
+    prepare(work, rev, [n for n, _ in pairs])
+    for name, suite in pairs:
+        out = Path(a.out) / name
+        k = 1 + sum(1 for p in out.glob("run-*") if p.is_dir()) if out.is_dir() else 1
+        dest = out / f"run-{k:03d}"
+        cmd = [a.harness, "compare", "--repo", str(work), "--config", str(Path(a.config).resolve()),
+               "--suite", suite, "--base", rev, "--head", f"case/{name}", "--format", "json",
+               "--out", str(dest.resolve()), "--fail-on", "never", "--no-profile"]
+        log(f"{name}: {' '.join(cmd)}")
+        started = time.time()
+        p = subprocess.run(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, timeout=COMPARE_TIMEOUT_S)
+        (dest).mkdir(parents=True, exist_ok=True)
+        (dest / "stderr.txt").write_text(p.stderr)
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+        meta = {"case": name, "suite": suite, "base": rev, "exit": p.returncode,
+                "wall_s": round(time.time() - started, 1), "loadavg_after": load,
+                "condition": a.condition}
+        (dest / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+        log(f"{name}: exit {p.returncode} in {meta['wall_s']:.0f} s -> {dest}")
+        if p.returncode not in (0, 1):
+            log(p.stderr[-2000:])
+
+
+def pct(x):
+    return "—" if x is None else f"{x * 100:+.1f}"
+
+
+def table(a):
+    out = Path(a.out)
+    lines = ["| case | run | row | gate | gate change [interval] | δ | true change [95 %] | "
+             "check |", "|---|---|---|---|---|---|---|---|"]
+    violations, checked = [], 0
+    for case_dir in sorted(p for p in out.iterdir() if p.is_dir()):
+        truth_file = GROUND / case_dir.name / "ground-truth.json"
+        truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
+        for run in sorted(case_dir.glob("run-*")):
+            res_file = run / "results.json"
+            if not res_file.is_file():
+                continue
+            res = json.loads(res_file.read_text())
+            for b in res["benches"]:
+                bid, status = b["id"], b["status"]
+                thr = b.get("threshold") or 0.03
+                ch = b.get("change") or {}
+                est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
+                t = truth.get(bid)
+                check = ""
+                if t is not None:
+                    tlo, thi = t["ci95"]
+                    if tlo is not None and tlo >= thr + 0.01:
+                        checked += 1
+                        check = "slow ≥ δ+1 %: not ✅"
+                        if status == "no_change":
+                            check = "**VIOLATION: ✅**"
+                            violations.append((case_dir.name, run.name, bid))
+                    elif tlo is not None and thi is not None and -thr < tlo and thi < thr:
+                        checked += 1
+                        check = "untouched: not 🔴"
+                        if status == "regression":
+                            check = "**VIOLATION: 🔴**"
+                            violations.append((case_dir.name, run.name, bid))
+                    true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
+                else:
+                    true_s = "not measured"
+                lines.append(f"| {case_dir.name} | {run.name} | `{bid}` | {status} | "
+                             f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
+                             f"{check} |")
+    print("\n".join(lines))
+    print(f"\n{checked} rows checked against the ground truth, {len(violations)} violations")
+    for v in violations:
+        print(f"violation: {v}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--harness", required=True, help="the harness binary (a release build)")
+    r.add_argument("--case", action="append", required=True, help="NAME:SUITE (repeatable)")
+    r.add_argument("--rev", default="HEAD", help="base revision (default HEAD)")
+    r.add_argument("--config", default=str(CASES / "gate.yaml"))
+    r.add_argument("--work", default=str(Path.home() / ".cache" / "decoder-gate" / "gate-cases"))
+    r.add_argument("--condition", default="quiet", help="recorded with the run (quiet, one-core)")
+    r.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "cases"))
+    t = sub.add_parser("table")
+    t.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "cases"))
+    a = ap.parse_args()
+    run_cases(a) if a.cmd == "run" else table(a)
+
+
+if __name__ == "__main__":
+    main()
