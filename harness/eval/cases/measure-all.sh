@@ -18,8 +18,8 @@ truth() { # case, targets, filter, rounds
 }
 truth add-extra-copy kernels '^(add/|reduce_mean/f32/)' 15
 truth matmul-small-gemm-unthreaded matmul '^matmul/(f32|f16|bf16)_t2/|^matmul/f32_t1/32x512x512' 12
-truth neutral-move-ipow kernels '^add/' 10
-truth neutral-move-top-p-buckets sampling '' 10
+truth neutral-move-ipow kernels '^add/(f32|bf16)/' 8
+truth neutral-move-top-p-buckets sampling '' 8
 
 for c in gather-element-loop:case-kernels add-extra-copy:case-kernels \
          neutral-move-ipow:case-kernels matmul-small-gemm-unthreaded:case-matmul \
