@@ -512,7 +512,7 @@ impl Config {
     pub fn suite(&self, name: &str) -> Result<&Suite, String> {
         self.suites.get(name).ok_or_else(|| {
             format!(
-                "no suite named {name:?} in {FILE_NAME} (suites: {})",
+                "no suite named {name:?} (suites: {})",
                 self.suite_names().join(", ")
             )
         })
@@ -579,7 +579,7 @@ mod tests {
         assert_eq!(c.packages, ["engine"]);
         assert!(c.suites.contains_key("quick") && c.suites.contains_key("full"));
         assert!(!c.suites["full"].benches.contains_key("gemm_reference"));
-        assert_eq!(c.suite("quick").unwrap().rounds, Some(4));
+        assert_eq!(c.suite("quick").unwrap().rounds, Some(8));
     }
 
     #[test]

@@ -132,7 +132,14 @@ pub fn measure_and_decide(
     // Noise rounds: more first-pass rounds for what the first `rounds` left ❔ because of its
     // noise (STATS.md, section 6). Their round indices come before the confirmation rounds'.
     let mut first_rounds = rounds;
-    let noisy = stats::noisy(&first, policy);
+    // Under `rule: resolution` with a budget, the noise rounds are the first of the budget's
+    // batches (below): they too go only where the time left allows, most promising first.
+    let budget = budget.filter(|_| policy.rule == Rule::Resolution);
+    let noisy = if budget.is_some() {
+        Vec::new()
+    } else {
+        stats::noisy(&first, policy)
+    };
     if !noisy.is_empty() {
         let why = match policy.rule {
             Rule::Threshold => format!(
@@ -159,10 +166,9 @@ pub fn measure_and_decide(
         first_rounds = rounds + policy.noise_rounds as u32;
         first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
     }
-    if let Some(budget) = budget.filter(|_| policy.rule == Rule::Resolution) {
-        let looks_used = 1 + usize::from(first_rounds > rounds);
-        // One look stays for the confirmation rounds.
-        let batches = policy.looks.saturating_sub(looks_used + 1);
+    if let Some(budget) = budget {
+        // The first pass was one look, and one stays for the confirmation rounds.
+        let batches = policy.looks.saturating_sub(2);
         for _ in 0..batches {
             let open = stats::noisy(&first, policy);
             if open.is_empty() {
@@ -939,16 +945,18 @@ mod tests {
             );
             (m, b)
         };
-        // No budget left: the fixed passes only. 6 rounds cannot reach ok_alpha / looks, so every
-        // row but the suspect t/slow is open after them and gets the 6 noise rounds.
+        // No budget left: the first pass and the suspects' confirmation only. 6 rounds cannot
+        // reach ok_alpha / looks, so every row but the suspect t/slow stays open.
         let (m0, b0) = run(Some(Duration::ZERO));
-        assert_eq!(rounds_of(&m0, "t/quiet").len(), 12);
-        assert_eq!(rounds_of(&m0, "t/noisy").len(), 12);
+        assert_eq!(rounds_of(&m0, "t/quiet").len(), 6);
+        assert_eq!(rounds_of(&m0, "t/noisy").len(), 6);
+        assert_eq!(rounds_of(&m0, "t/slow").len(), 6 + 8);
         let noisy0 = b0.iter().find(|b| b.id == "t/noisy").unwrap();
         assert_eq!(noisy0.status, Status::TooNoisy, "{noisy0:?}");
-        // Ten minutes: t/noisy (its ±25 % rounds keep it open) gets batches while looks allow
-        // (5 looks: first pass, noise rounds, two batches, confirmation); t/quiet, ✅ after 12
-        // rounds, gets none, and the confirmation rounds still come last.
+        // Ten minutes: batches of noise_rounds for the open rows while looks allow (5 looks:
+        // first pass, three batches, confirmation): t/quiet is ✅ after the first batch (12
+        // rounds) and gets no more; t/noisy (its ±25 % rounds keep it open) gets them all; the
+        // confirmation rounds still come last.
         let (m1, b1) = run(Some(Duration::from_secs(600)));
         assert_eq!(rounds_of(&m1, "t/quiet").len(), 12);
         assert!(
@@ -966,9 +974,12 @@ mod tests {
         );
         let quiet = b1.iter().find(|b| b.id == "t/quiet").unwrap();
         assert_eq!(quiet.status, Status::NoChange, "{quiet:?}");
-        // Without a budget at all (the threshold rule's callers, e2e rows): the same as none left.
+        assert_eq!(rounds_of(&m1, "t/noisy").len(), 6 + 3 * 6);
+        // Without a budget at all (the threshold rule's callers, e2e rows): the fixed passes,
+        // the noise rounds for every open row included.
         let (m2, _) = run(None);
-        assert_eq!(m2.measured, m0.measured);
+        assert_eq!(rounds_of(&m2, "t/quiet").len(), 12);
+        assert_eq!(rounds_of(&m2, "t/noisy").len(), 12);
     }
 
     #[test]

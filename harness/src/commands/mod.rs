@@ -80,7 +80,9 @@ impl Common {
             .suite
             .clone()
             .unwrap_or_else(|| config.default_suite.clone());
-        config.suite(&suite).map_err(anyhow::Error::msg)?;
+        config
+            .suite(&suite)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
         let root = self.cache_dir.clone().unwrap_or_else(default_cache_root);
         let cache_dir = repo_cache_dir(&root, &repo_root);
         Ok(Resolved {

@@ -336,8 +336,8 @@ fn table(results: &Results, blocks: &mut Vec<Block>) {
             let n = folded.len();
             let noun = if n == 1 { "benchmark" } else { "benchmarks" };
             format!(
-                "\n<details><summary>✅ {n} {noun} with no change beyond the threshold\
-                 </summary>\n\n{TABLE_HEADER}"
+                "\n<details><summary>✅ {n} {noun} {}</summary>\n\n{TABLE_HEADER}",
+                super::ok_summary(results)
             )
         } else {
             String::new()
@@ -650,6 +650,29 @@ mod tests {
         r.benches[5].head.as_mut().unwrap().median_ns = base_ns * 0.948;
         r.outcome = Results::decide(&r.benches, &r.failures);
         insta::assert_snapshot!(markdown(&r));
+    }
+
+    #[test]
+    fn the_folded_rows_say_what_their_check_mark_means() {
+        let mut r = fixtures::clean_pass(14);
+        assert!(markdown(&r).contains("✅ 14 benchmarks with no change beyond the threshold"));
+        let mut p = crate::stats::Policy {
+            rule: crate::stats::Rule::Resolution,
+            ..crate::stats::Policy::default()
+        };
+        r.method.policy = Some(p.clone());
+        let md = markdown(&r);
+        assert!(
+            md.contains("✅ 14 benchmarks where a slowdown of 3.0 % or more is ruled out</summary>"),
+            "{md}"
+        );
+        assert!(!md.contains("beyond the threshold"), "{md}");
+        p.resolutions.insert("bench/*".into(), 0.05);
+        r.method.policy = Some(p);
+        assert!(
+            markdown(&r)
+                .contains("✅ 14 benchmarks where a slowdown of their resolution or more is ruled out")
+        );
     }
 
     #[test]

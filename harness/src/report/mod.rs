@@ -116,6 +116,25 @@ fn ok_meaning(results: &Results) -> Option<String> {
     ))
 }
 
+/// What the folded ✅ rows have in common, after "✅ N benchmarks": under `rule: resolution`
+/// that a slowdown of δ or more is ruled out (the run's δ, or "their resolution" when rows
+/// have their own), else "with no change beyond the threshold".
+fn ok_summary(results: &Results) -> String {
+    match results.method.policy.as_ref() {
+        Some(p) if p.rule == crate::stats::Rule::Resolution => {
+            if p.resolutions.is_empty() {
+                format!(
+                    "where a slowdown of {} or more is ruled out",
+                    format::percent(p.resolution)
+                )
+            } else {
+                "where a slowdown of their resolution or more is ruled out".to_string()
+            }
+        }
+        _ => "with no change beyond the threshold".to_string(),
+    }
+}
+
 /// The non-zero status counts, worst first: `🔴 1 regression · ⚠️ 2 possible regressions`.
 fn counts_line(results: &Results) -> String {
     let parts: Vec<String> = results

@@ -357,6 +357,41 @@ mod tests {
     }
 
     #[test]
+    fn a_first_pass_above_delta_awaits_confirmation_and_is_never_red_yet() {
+        // +15 % over 14 first-pass rounds: the interval is above δ already, but 🔴 needs the
+        // confirmation rounds of the final pass.
+        let d = one(&rounds(0.14, 0.01, 14), Phase::First);
+        assert_eq!(d.status, Status::PossibleRegression, "{d:?}");
+        assert!(d.suspect, "{d:?}");
+        assert!(d.note.unwrap().ends_with("awaiting confirmation rounds"));
+    }
+
+    #[test]
+    fn rows_on_one_side_only_are_added_or_removed_and_empty_rows_open() {
+        let only_head = BenchInput {
+            id: "new".into(),
+            base: None,
+            head: Some(vec![1.0; 8]),
+        };
+        let only_base = BenchInput {
+            id: "gone".into(),
+            base: Some(vec![1.0; 8]),
+            head: None,
+        };
+        let neither = BenchInput {
+            id: "none".into(),
+            base: None,
+            head: None,
+        };
+        let ds = analyze(&[only_head, only_base, neither], &policy(), Phase::First);
+        let got: Vec<Status> = ds.iter().map(|d| d.status).collect();
+        assert_eq!(got, [Status::Added, Status::Removed, Status::TooNoisy]);
+        assert_eq!(ds[2].note.as_deref(), Some("no timings on either side"));
+        // None of them is open: more rounds cannot change them.
+        assert!(open(&ds).is_empty());
+    }
+
+    #[test]
     fn an_improvement_beyond_delta_is_green() {
         let d = one(&rounds(-0.15, 0.01, 16), Phase::Final { first_rounds: 16 });
         assert_eq!(d.status, Status::Improvement, "{d:?}");
@@ -405,7 +440,7 @@ mod tests {
         assert!(ds[2].suspect);
     }
 
-    use crate::stats::sim::{Noise, Rng, SimBench, aa_suite, gate};
+    use crate::stats::sim::{Noise, Rng, SimBench, aa_suite, gate_with_batches};
 
     /// A 55-benchmark suite (the full suite's size) with noise drawn from this machine's real A/A
     /// rounds, the one at `changed` shifted by `shift`.
@@ -424,9 +459,12 @@ mod tests {
         let runs = 400;
         let mut rng = Rng::new(7);
         let aa = measured_suite(1.0, 0.0);
+        // Half the runs without a budget, half with one that covers every open row: the
+        // batches look at the data again, and the bounds must hold through them too.
+        let batches = |k: usize| if k % 2 == 0 { 0 } else { usize::MAX };
         let red_runs = (0..runs)
-            .filter(|_| {
-                gate(&mut rng, &aa, None, &policy)
+            .filter(|&k| {
+                gate_with_batches(&mut rng, &aa, None, &policy, batches(k))
                     .iter()
                     .any(|d| d.status == Status::Regression)
             })
@@ -435,8 +473,8 @@ mod tests {
         let (mut ok_rows, mut rows) = (0, 0);
         for shift in [0.04, 0.05, 0.08] {
             let suite = measured_suite(1.0, shift);
-            for _ in 0..runs {
-                let ds = gate(&mut rng, &suite, None, &policy);
+            for k in 0..runs {
+                let ds = gate_with_batches(&mut rng, &suite, None, &policy, batches(k));
                 ok_rows += usize::from(ds[0].status == Status::NoChange);
                 rows += 1;
             }
@@ -457,20 +495,23 @@ mod tests {
     fn resolution_simulation_table() {
         let policy = policy();
         let runs = 1000;
-        println!("| noise | true change | 🔴 | ⚠️ | ❔ | ✅ | 🟢 | rounds (median) |");
-        println!("|---|---|---|---|---|---|---|---|");
+        println!(
+            "| noise | budget | true change | 🔴 | ⚠️ | ❔ | ✅ | 🟢 | rounds (median) |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
         for (label, scale) in [
             ("½ × measured", 0.5),
             ("measured", 1.0),
             ("2 × measured", 2.0),
         ] {
-            for shift in [0.0, 0.02, 0.03, 0.05, 0.10] {
+            for (budget, batches) in [("none", 0), ("ample", usize::MAX)] {
+                for shift in [0.0, 0.02, 0.03, 0.05, 0.10] {
                 let mut rng = Rng::new(11);
                 let suite = measured_suite(scale, shift);
                 let mut n = [0usize; 5];
                 let mut rounds = Vec::new();
                 for _ in 0..runs {
-                    let d = gate(&mut rng, &suite, None, &policy).remove(0);
+                    let d = gate_with_batches(&mut rng, &suite, None, &policy, batches).remove(0);
                     rounds.push(d.rounds);
                     n[match d.status {
                         Status::Regression => 0,
@@ -483,7 +524,7 @@ mod tests {
                 rounds.sort();
                 let pct = |k: usize| format!("{:.1} %", 100.0 * k as f64 / runs as f64);
                 println!(
-                    "| {label} | +{:.0} % | {} | {} | {} | {} | {} | {} |",
+                    "| {label} | {budget} | +{:.0} % | {} | {} | {} | {} | {} | {} |",
                     shift * 100.0,
                     pct(n[0]),
                     pct(n[1]),
@@ -492,6 +533,7 @@ mod tests {
                     pct(n[4]),
                     rounds[runs / 2]
                 );
+                }
             }
         }
     }

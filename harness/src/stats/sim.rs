@@ -150,6 +150,20 @@ pub fn gate(
     profile: Option<&NoiseProfile>,
     policy: &Policy,
 ) -> Vec<Decision> {
+    gate_with_batches(rng, suite, profile, policy, 0)
+}
+
+/// [`gate`] with up to `batches` more batches of `policy.noise_rounds` rounds for the rows
+/// still open after the noise rounds, as `compare` runs them under a time budget that covers
+/// every open row (`gate::measure_and_decide`): never more than `policy.looks` leaves room for,
+/// one look being kept for the confirmation rounds.
+pub fn gate_with_batches(
+    rng: &mut Rng,
+    suite: &[SimBench],
+    profile: Option<&NoiseProfile>,
+    policy: &Policy,
+    batches: usize,
+) -> Vec<Decision> {
     let mut inputs: Vec<BenchInput> = suite
         .iter()
         .map(|b| BenchInput {
@@ -177,6 +191,28 @@ pub fn gate(
         }
         first_rounds += policy.noise_rounds;
         first = analyze(&inputs, profile, policy, Phase::First);
+    }
+    if policy.rule == super::policy::Rule::Resolution {
+        let looks_used = 1 + usize::from(first_rounds > policy.rounds);
+        let allowed = policy.looks.saturating_sub(looks_used + 1).min(batches);
+        for _ in 0..allowed {
+            let open = noisy(&first, policy);
+            if open.is_empty() {
+                break;
+            }
+            for (input, bench) in inputs.iter_mut().zip(suite) {
+                if open.contains(&input.id) {
+                    add_rounds(rng, input, bench, policy.noise_rounds);
+                } else {
+                    for side in [&mut input.base, &mut input.head] {
+                        side.get_or_insert_with(Vec::new)
+                            .extend(std::iter::repeat_n(f64::NAN, policy.noise_rounds));
+                    }
+                }
+            }
+            first_rounds += policy.noise_rounds;
+            first = analyze(&inputs, profile, policy, Phase::First);
+        }
     }
     assert!(
         first
