@@ -75,7 +75,7 @@ def run_cases(a):
         out = Path(a.out) / name
         k = 1 + sum(1 for p in out.glob("run-*") if p.is_dir()) if out.is_dir() else 1
         dest = out / f"run-{k:03d}"
-        cmd = [a.harness, "compare", "--repo", str(work), "--config", str(Path(a.config).resolve()),
+        cmd = [str(Path(a.harness).resolve()), "compare", "--repo", str(work), "--config", str(Path(a.config).resolve()),
                "--suite", suite, "--base", rev, "--head", f"case/{name}", "--format", "json",
                "--out", str(dest.resolve()), "--fail-on", "never", "--no-profile"]
         log(f"{name}: {' '.join(cmd)}")
