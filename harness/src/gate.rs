@@ -964,14 +964,18 @@ mod tests {
             "{:?}",
             rounds_of(&m1, "t/noisy")
         );
-        // A suspect from the first pass on: no noise rounds, 8 confirmation rounds.
+        // t/slow (+20 %) is a suspect from the first pass on, but 6 rounds cannot put its
+        // interval above δ at alpha / looks (2⁻⁶ > 0.01): it is open and gets the first batch;
+        // 12 rounds do, so then it waits for its 8 confirmation rounds only.
         let slow = rounds_of(&m1, "t/slow");
-        assert_eq!(slow.len(), 6 + 8, "{slow:?}");
+        assert_eq!(slow.len(), 6 + 6 + 8, "{slow:?}");
         let noisy_last = *rounds_of(&m1, "t/noisy").last().unwrap();
         assert!(
-            slow[6] > noisy_last,
+            slow[12] > noisy_last,
             "confirmation after the batches: {slow:?}"
         );
+        let slow_row = b1.iter().find(|b| b.id == "t/slow").unwrap();
+        assert_eq!(slow_row.status, Status::Regression, "{slow_row:?}");
         let quiet = b1.iter().find(|b| b.id == "t/quiet").unwrap();
         assert_eq!(quiet.status, Status::NoChange, "{quiet:?}");
         assert_eq!(rounds_of(&m1, "t/noisy").len(), 6 + 3 * 6);

@@ -35,7 +35,7 @@ pub fn noisy(decisions: &[Decision], policy: &Policy) -> Vec<String> {
     if policy.rule == Rule::Resolution {
         // Rounds go where the answer is still open (the levels are divided by `looks`, so
         // choosing by the data is allowed).
-        return super::resolution::open(decisions);
+        return super::resolution::open(decisions, policy);
     }
     decisions
         .iter()

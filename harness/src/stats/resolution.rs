@@ -245,14 +245,19 @@ fn confirmation(confirm: &[f64], tau: f64, policy: &Policy) -> (bool, String) {
     }
 }
 
-/// The rows still open after a pass (not ✅, 🟢, 🔴, 🆕 or ➖, and not suspects, which get
-/// confirmation rounds): where more rounds can still change the answer.
-pub(super) fn open(decisions: &[Decision]) -> Vec<String> {
+/// The rows still open after a pass (not ✅, 🟢, 🔴, 🆕 or ➖, and not already above δ, which
+/// only waits for its confirmation rounds): where more rounds can still change the answer. A
+/// suspect not yet above δ is open too: the rounds it gets before its confirmation rounds are
+/// what can carry its interval past δ (a slowdown of 5 % needs more than 8 + 8 rounds at the
+/// noise measured here).
+pub(super) fn open(decisions: &[Decision], policy: &Policy) -> Vec<String> {
+    let a_fw = policy.alpha / policy.looks as f64;
     decisions
         .iter()
         .filter(|d| {
+            let above = d.change.as_ref().is_some_and(|c| c.p_adjusted <= a_fw);
             matches!(d.status, Status::TooNoisy | Status::PossibleRegression)
-                && !d.suspect
+                && !above
                 && d.rounds > 0
         })
         .map(|d| d.id.clone())
@@ -388,7 +393,7 @@ mod tests {
         assert_eq!(got, [Status::Added, Status::Removed, Status::TooNoisy]);
         assert_eq!(ds[2].note.as_deref(), Some("no timings on either side"));
         // None of them is open: more rounds cannot change them.
-        assert!(open(&ds).is_empty());
+        assert!(open(&ds, &policy()).is_empty());
     }
 
     #[test]
@@ -426,18 +431,23 @@ mod tests {
     }
 
     #[test]
-    fn open_rows_are_the_undecided_non_suspects() {
+    fn open_rows_are_the_undecided_ones_not_yet_above_delta() {
         let ds = analyze(
             &[
                 input("ok", &rounds(0.0, 0.005, 14)),
                 input("open", &rounds(0.02, 0.05, 14)),
-                input("slow", &rounds(0.1, 0.01, 8)),
+                input("slow", &rounds(0.05, 0.02, 8)),
             ],
             &policy(),
             Phase::First,
         );
-        assert_eq!(open(&ds), ["open"]);
+        // The suspect "slow" is not above δ yet after 8 rounds: open too.
         assert!(ds[2].suspect);
+        assert_eq!(open(&ds, &policy()), ["open", "slow"]);
+        // Above δ already: it waits for its confirmation rounds only.
+        let above = analyze(&[input("above", &rounds(0.14, 0.01, 14))], &policy(), Phase::First);
+        assert!(above[0].suspect);
+        assert!(open(&above, &policy()).is_empty(), "{above:?}");
     }
 
     use crate::stats::sim::{Noise, Rng, SimBench, aa_suite, gate_with_batches};
