@@ -115,7 +115,7 @@ def table(a):
     out = Path(a.out)
     lines = ["| case | run | row | gate | gate change [interval] | δ | true change [95 %] | "
              "check |", "|---|---|---|---|---|---|---|---|"]
-    violations, checked = [], 0
+    violations, checked, counts = [], 0, {}
     for case_dir in sorted(p for p in out.iterdir() if p.is_dir()):
         truth_file = GROUND / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
@@ -130,36 +130,37 @@ def table(a):
                 ch = b.get("change") or {}
                 est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
                 t = truth.get(bid)
-                check = ""
+                reach = re.search(REACH.get(case_dir.name, ""), bid) is not None
+                tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
-                    tlo, thi = t["ci95"]
-                    if tlo is not None and tlo >= thr + 0.01:
-                        checked += 1
-                        check = "slow ≥ δ+1 %: not ✅"
-                        if status == "no_change":
-                            check = "**VIOLATION: ✅**"
-                            violations.append((case_dir.name, run.name, bid))
-                    elif tlo is not None and thi is not None and -thr < tlo and thi < thr:
-                        checked += 1
-                        check = "untouched: not 🔴"
-                        if status == "regression":
-                            check = "**VIOLATION: 🔴**"
-                            violations.append((case_dir.name, run.name, bid))
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
-                elif not re.search(REACH.get(case_dir.name, ""), bid):
-                    true_s = "untouched (outside the patch's reach)"
+                else:
+                    true_s = "not measured" if reach else "not measured, outside the patch's reach"
+                slow = tlo is not None and tlo >= thr + 0.01
+                untouched = not reach or (tlo is not None and thi is not None
+                                          and -thr < tlo and thi < thr)
+                check = ""
+                if slow:
+                    checked += 1
+                    check = "slow ≥ δ+1 %: not ✅"
+                    if status == "no_change":
+                        check = "**VIOLATION: ✅**"
+                        violations.append((case_dir.name, run.name, bid))
+                elif untouched:
                     checked += 1
                     check = "untouched: not 🔴"
                     if status == "regression":
                         check = "**VIOLATION: 🔴**"
                         violations.append((case_dir.name, run.name, bid))
-                else:
-                    true_s = "not measured"
+                counts[(check.split(":")[0] if check else "unchecked", status)] = \
+                    counts.get((check.split(":")[0] if check else "unchecked", status), 0) + 1
                 lines.append(f"| {case_dir.name} | {run.name} | `{bid}` | {status} | "
                              f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
                              f"{check} |")
     print("\n".join(lines))
     print(f"\n{checked} rows checked against the ground truth, {len(violations)} violations")
+    for (kind, status), n in sorted(counts.items()):
+        print(f"{kind}: {status} {n}")
     for v in violations:
         print(f"violation: {v}")
 
