@@ -663,16 +663,17 @@ mod tests {
         r.method.policy = Some(p.clone());
         let md = markdown(&r);
         assert!(
-            md.contains("✅ 14 benchmarks where a slowdown of 3.0 % or more is ruled out</summary>"),
+            md.contains(
+                "✅ 14 benchmarks where a slowdown of 3.0 % or more is ruled out</summary>"
+            ),
             "{md}"
         );
         assert!(!md.contains("beyond the threshold"), "{md}");
         p.resolutions.insert("bench/*".into(), 0.05);
         r.method.policy = Some(p);
-        assert!(
-            markdown(&r)
-                .contains("✅ 14 benchmarks where a slowdown of their resolution or more is ruled out")
-        );
+        assert!(markdown(&r).contains(
+            "✅ 14 benchmarks where a slowdown of their resolution or more is ruled out"
+        ));
     }
 
     #[test]

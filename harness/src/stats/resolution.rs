@@ -445,7 +445,11 @@ mod tests {
         assert!(ds[2].suspect);
         assert_eq!(open(&ds, &policy()), ["open", "slow"]);
         // Above δ already: it waits for its confirmation rounds only.
-        let above = analyze(&[input("above", &rounds(0.14, 0.01, 14))], &policy(), Phase::First);
+        let above = analyze(
+            &[input("above", &rounds(0.14, 0.01, 14))],
+            &policy(),
+            Phase::First,
+        );
         assert!(above[0].suspect);
         assert!(open(&above, &policy()).is_empty(), "{above:?}");
     }
@@ -471,7 +475,7 @@ mod tests {
         let aa = measured_suite(1.0, 0.0);
         // Half the runs without a budget, half with one that covers every open row: the
         // batches look at the data again, and the bounds must hold through them too.
-        let batches = |k: usize| if k % 2 == 0 { 0 } else { usize::MAX };
+        let batches = |k: usize| if k.is_multiple_of(2) { 0 } else { usize::MAX };
         let red_runs = (0..runs)
             .filter(|&k| {
                 gate_with_batches(&mut rng, &aa, None, &policy, batches(k))
@@ -505,9 +509,7 @@ mod tests {
     fn resolution_simulation_table() {
         let policy = policy();
         let runs = 1000;
-        println!(
-            "| noise | budget | true change | 🔴 | ⚠️ | ❔ | ✅ | 🟢 | rounds (median) |"
-        );
+        println!("| noise | budget | true change | 🔴 | ⚠️ | ❔ | ✅ | 🟢 | rounds (median) |");
         println!("|---|---|---|---|---|---|---|---|---|");
         for (label, scale) in [
             ("½ × measured", 0.5),
@@ -516,33 +518,34 @@ mod tests {
         ] {
             for (budget, batches) in [("none", 0), ("ample", usize::MAX)] {
                 for shift in [0.0, 0.02, 0.03, 0.05, 0.10] {
-                let mut rng = Rng::new(11);
-                let suite = measured_suite(scale, shift);
-                let mut n = [0usize; 5];
-                let mut rounds = Vec::new();
-                for _ in 0..runs {
-                    let d = gate_with_batches(&mut rng, &suite, None, &policy, batches).remove(0);
-                    rounds.push(d.rounds);
-                    n[match d.status {
-                        Status::Regression => 0,
-                        Status::PossibleRegression => 1,
-                        Status::NoChange => 3,
-                        Status::Improvement => 4,
-                        _ => 2,
-                    }] += 1;
-                }
-                rounds.sort();
-                let pct = |k: usize| format!("{:.1} %", 100.0 * k as f64 / runs as f64);
-                println!(
-                    "| {label} | {budget} | +{:.0} % | {} | {} | {} | {} | {} | {} |",
-                    shift * 100.0,
-                    pct(n[0]),
-                    pct(n[1]),
-                    pct(n[2]),
-                    pct(n[3]),
-                    pct(n[4]),
-                    rounds[runs / 2]
-                );
+                    let mut rng = Rng::new(11);
+                    let suite = measured_suite(scale, shift);
+                    let mut n = [0usize; 5];
+                    let mut rounds = Vec::new();
+                    for _ in 0..runs {
+                        let d =
+                            gate_with_batches(&mut rng, &suite, None, &policy, batches).remove(0);
+                        rounds.push(d.rounds);
+                        n[match d.status {
+                            Status::Regression => 0,
+                            Status::PossibleRegression => 1,
+                            Status::NoChange => 3,
+                            Status::Improvement => 4,
+                            _ => 2,
+                        }] += 1;
+                    }
+                    rounds.sort();
+                    let pct = |k: usize| format!("{:.1} %", 100.0 * k as f64 / runs as f64);
+                    println!(
+                        "| {label} | {budget} | +{:.0} % | {} | {} | {} | {} | {} | {} |",
+                        shift * 100.0,
+                        pct(n[0]),
+                        pct(n[1]),
+                        pct(n[2]),
+                        pct(n[3]),
+                        pct(n[4]),
+                        rounds[runs / 2]
+                    );
                 }
             }
         }
