@@ -169,6 +169,9 @@ pub fn measure_and_decide(
     if let Some(budget) = budget {
         // The first pass was one look, and one stays for the confirmation rounds.
         let batches = policy.looks.saturating_sub(2);
+        // Seconds per benchmark-round of the last batch: its rows can be slower than the first
+        // pass's average (8 % in the first full-suite A/A under a budget).
+        let mut last_per: Option<f64> = None;
         for _ in 0..batches {
             let open = stats::noisy(&first, policy);
             if open.is_empty() {
@@ -180,20 +183,21 @@ pub fn measure_and_decide(
                 .values()
                 .map(|c| c.base.len().min(c.head.len()))
                 .sum();
-            let per = started.elapsed().as_secs_f64() / done.max(1) as f64;
+            let per_all = started.elapsed().as_secs_f64() / done.max(1) as f64;
+            let per = last_per.map_or(per_all, |p| p.max(per_all));
             let reserve = per * (stats::suspects(&first).len() * policy.confirmation_rounds) as f64;
             let left = budget.as_secs_f64() - started.elapsed().as_secs_f64() - reserve;
             let batch = policy.noise_rounds.max(1);
-            let fit = (left / (per * batch as f64)).floor().max(0.0) as usize;
             progress.stage(&format!(
                 "{} row(s) still open, {:.1} min of the budget left",
                 open.len(),
                 (budget.as_secs_f64() - started.elapsed().as_secs_f64()).max(0.0) / 60.0
             ));
-            if fit == 0 {
+            let chosen = plan_batch(&first, &open, per, left, batch, policy.confirmation_rounds);
+            if chosen.is_empty() {
                 break;
             }
-            let chosen = most_promising(&first, &open, fit);
+            let batch_started = Instant::now();
             progress.stage(&format!(
                 "{batch} more rounds for {} of them: {}",
                 chosen.len(),
@@ -209,6 +213,8 @@ pub fn measure_and_decide(
                 &mut |d, t, w| progress.rounds(d, t, w),
             );
             first_rounds += batch as u32;
+            last_per =
+                Some(batch_started.elapsed().as_secs_f64() / (chosen.len() * batch).max(1) as f64);
             first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
         }
     }
@@ -427,6 +433,37 @@ fn collected_from(saved: &Results, keep: &dyn Fn(&str, u32) -> bool) -> Collecte
 
 /// Of the `open` rows, the `k` nearest a decision: the ones whose interval needs to shrink least
 /// (relative to its width) to clear the resolution on either side.
+/// The open rows one batch of `batch` rounds can take within `left` seconds at `per` seconds
+/// per benchmark-round, nearest a decision first ([`most_promising`]). A row that leans slower
+/// (estimate above 0) and is not a suspect yet also costs its confirmation rounds: the batch
+/// may make it one, and the confirmation rounds of the suspects known before the batch are
+/// already reserved (two of the four suspects of the first full-suite A/A under a budget
+/// appeared during its batch, and their confirmation ran past the budget).
+fn plan_batch(
+    decisions: &[stats::Decision],
+    open: &[String],
+    per: f64,
+    left: f64,
+    batch: usize,
+    confirmation_rounds: usize,
+) -> Vec<String> {
+    let mut chosen = Vec::new();
+    let mut cost = 0.0;
+    for id in most_promising(decisions, open, open.len()) {
+        let leans = decisions
+            .iter()
+            .find(|d| d.id == id)
+            .is_some_and(|d| !d.suspect && d.change.as_ref().is_some_and(|c| c.estimate > 0.0));
+        let rounds = batch + if leans { confirmation_rounds } else { 0 };
+        let c = per * rounds as f64;
+        if cost + c <= left {
+            cost += c;
+            chosen.push(id);
+        }
+    }
+    chosen
+}
+
 fn most_promising(decisions: &[stats::Decision], open: &[String], k: usize) -> Vec<String> {
     let mut scored: Vec<(f64, &String)> = open
         .iter()
@@ -984,6 +1021,45 @@ mod tests {
         let (m2, _) = run(None);
         assert_eq!(rounds_of(&m2, "t/quiet").len(), 12);
         assert_eq!(rounds_of(&m2, "t/noisy").len(), 12);
+    }
+
+    #[test]
+    fn a_batch_reserves_confirmation_for_rows_it_may_make_suspects() {
+        use crate::stats::{Change, Decision, ThresholdSource};
+        let row = |id: &str, estimate: f64, suspect: bool| Decision {
+            id: id.into(),
+            status: Status::TooNoisy,
+            change: Some(Change {
+                estimate,
+                ci_low: estimate - 0.05,
+                ci_high: estimate + 0.05,
+                confidence: 0.975,
+                p_value: 0.5,
+                p_adjusted: 1.0,
+            }),
+            threshold: 0.03,
+            threshold_source: ThresholdSource::Floor,
+            note: None,
+            rounds: 8,
+            confirmation_rounds: 0,
+            suspect,
+        };
+        // Equally near a decision; "up" leans slower, "down" faster, "sus" is a suspect already
+        // (its confirmation is reserved elsewhere).
+        let ds = [
+            row("down", -0.01, false),
+            row("up", 0.01, false),
+            row("sus", 0.01, true),
+        ];
+        let open: Vec<String> = ["down", "up", "sus"].map(String::from).to_vec();
+        // 1 s per benchmark-round, batches of 6, 8 confirmation rounds: "up" costs 14 s, the
+        // others 6 s each.
+        let plan = |left: f64| plan_batch(&ds, &open, 1.0, left, 6, 8);
+        assert_eq!(plan(26.0), ["down", "sus", "up"]);
+        assert_eq!(plan(25.0), ["down", "sus"]);
+        assert_eq!(plan(13.0), ["down", "sus"]);
+        assert_eq!(plan(6.0), ["down"]);
+        assert!(plan(5.0).is_empty());
     }
 
     #[test]
