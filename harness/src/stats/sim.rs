@@ -140,6 +140,27 @@ pub fn add_rounds(rng: &mut Rng, input: &mut BenchInput, bench: &SimBench, round
     }
 }
 
+/// `rounds` more rounds for the benchmarks in `ids`; the others get NaN there, as `compare`
+/// leaves a round missing, so round indices stay aligned.
+fn add_rounds_for(
+    rng: &mut Rng,
+    inputs: &mut [BenchInput],
+    suite: &[SimBench],
+    ids: &[String],
+    rounds: usize,
+) {
+    for (input, bench) in inputs.iter_mut().zip(suite) {
+        if ids.contains(&input.id) {
+            add_rounds(rng, input, bench, rounds);
+        } else {
+            for side in [&mut input.base, &mut input.head] {
+                side.get_or_insert_with(Vec::new)
+                    .extend(std::iter::repeat_n(f64::NAN, rounds));
+            }
+        }
+    }
+}
+
 /// A whole gate run as `compare` does it: `policy.rounds` rounds of everything, the first pass,
 /// `policy.noise_rounds` more first-pass rounds of the noisy ❔ only (the others get NaN there,
 /// as `compare` leaves a round missing, so round indices stay aligned), the first pass again,
@@ -179,16 +200,7 @@ pub fn gate_with_batches(
     let mut first_rounds = policy.rounds;
     let extra = noisy(&first, policy);
     if !extra.is_empty() {
-        for (input, bench) in inputs.iter_mut().zip(suite) {
-            if extra.contains(&input.id) {
-                add_rounds(rng, input, bench, policy.noise_rounds);
-            } else {
-                for side in [&mut input.base, &mut input.head] {
-                    side.get_or_insert_with(Vec::new)
-                        .extend(std::iter::repeat_n(f64::NAN, policy.noise_rounds));
-                }
-            }
-        }
+        add_rounds_for(rng, &mut inputs, suite, &extra, policy.noise_rounds);
         first_rounds += policy.noise_rounds;
         first = analyze(&inputs, profile, policy, Phase::First);
     }
@@ -200,16 +212,7 @@ pub fn gate_with_batches(
             if open.is_empty() {
                 break;
             }
-            for (input, bench) in inputs.iter_mut().zip(suite) {
-                if open.contains(&input.id) {
-                    add_rounds(rng, input, bench, policy.noise_rounds);
-                } else {
-                    for side in [&mut input.base, &mut input.head] {
-                        side.get_or_insert_with(Vec::new)
-                            .extend(std::iter::repeat_n(f64::NAN, policy.noise_rounds));
-                    }
-                }
-            }
+            add_rounds_for(rng, &mut inputs, suite, &open, policy.noise_rounds);
             first_rounds += policy.noise_rounds;
             first = analyze(&inputs, profile, policy, Phase::First);
         }
