@@ -139,21 +139,18 @@ def table(a):
                 slow = tlo is not None and tlo >= thr + 0.01
                 untouched = not reach or (tlo is not None and thi is not None
                                           and -thr < tlo and thi < thr)
-                check = ""
-                if slow:
+                # (applies, what the row must not be, its label)
+                rule = (("slow ≥ δ+1 %", "no_change", "✅") if slow else
+                        ("untouched", "regression", "🔴") if untouched else None)
+                check, kind = "", "unchecked"
+                if rule is not None:
+                    kind, forbidden, emoji = rule
                     checked += 1
-                    check = "slow ≥ δ+1 %: not ✅"
-                    if status == "no_change":
-                        check = "**VIOLATION: ✅**"
+                    check = f"{kind}: not {emoji}"
+                    if status == forbidden:
+                        check = f"**VIOLATION: {emoji}**"
                         violations.append((case_dir.name, run.name, bid))
-                elif untouched:
-                    checked += 1
-                    check = "untouched: not 🔴"
-                    if status == "regression":
-                        check = "**VIOLATION: 🔴**"
-                        violations.append((case_dir.name, run.name, bid))
-                counts[(check.split(":")[0] if check else "unchecked", status)] = \
-                    counts.get((check.split(":")[0] if check else "unchecked", status), 0) + 1
+                counts[(kind, status)] = counts.get((kind, status), 0) + 1
                 lines.append(f"| {case_dir.name} | {run.name} | `{bid}` | {status} | "
                              f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
                              f"{check} |")
