@@ -175,6 +175,34 @@ pub struct Config {
     /// End-to-end decode cases (correctness against the oracle and goldens, speed A/B).
     #[serde(default)]
     pub e2e: Option<E2eConfig>,
+    /// Which CPUs the measured processes may run on (`measure::affinity`).
+    #[serde(default)]
+    pub affinity: AffinityConfig,
+}
+
+/// Whether single-threaded measured processes are pinned to one CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pin {
+    /// The scheduler places them (the default: a suite may hold multi-threaded benchmarks this
+    /// file has not named).
+    #[default]
+    Off,
+    /// Both sides' processes of a single-threaded benchmark (and of a one-thread end-to-end
+    /// decode) run on one CPU, the same for both: the last CPU the harness itself may use.
+    OneCpu,
+}
+
+/// `affinity:` in harness.yaml (harness/src/measure/affinity.rs says why it matters).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AffinityConfig {
+    #[serde(default)]
+    pub pin: Pin,
+    /// Regexes of the benchmark ids that run on more than one thread: never pinned, whatever
+    /// `pin` says (pinning them to one CPU would measure something else).
+    #[serde(default)]
+    pub multi_threaded: Vec<String>,
 }
 
 /// The model names the harness knows how to provision; anything else is a package path.
@@ -434,6 +462,14 @@ impl Config {
             ));
         }
         check_criterion(&self.criterion, "criterion").map_err(|(k, m)| bad(&k, m))?;
+        for (i, re) in self.affinity.multi_threaded.iter().enumerate() {
+            if let Err(e) = regex_lite::Regex::new(re) {
+                return Err(bad(
+                    &format!("affinity.multi_threaded[{i}]"),
+                    format!("not a regex: {e}"),
+                ));
+            }
+        }
         for (name, suite) in &self.suites {
             if suite.benches.is_empty() && suite.e2e.is_empty() {
                 return Err(bad(

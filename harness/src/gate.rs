@@ -550,14 +550,20 @@ pub fn method(
     }
 }
 
-/// `Method.sampling`: paired or criterion runs, and the bench targets that fell back.
-pub fn describe_sampling(paired: bool, unpaired: &BTreeMap<String, String>) -> String {
+/// `Method.sampling`: paired or criterion runs, the bench targets that fell back, and where the
+/// paired processes ran (`affinity`, its description).
+pub fn describe_sampling(
+    paired: bool,
+    unpaired: &BTreeMap<String, String>,
+    affinity: &str,
+) -> String {
     if !paired {
         return "criterion runs: one per benchmark and side (criterion.paired: false)".into();
     }
-    let mut s = "paired: both sides serve each benchmark and its samples alternate ABBA, \
-                 about measurement / sample_size apart (harness/src/measure/serve.rs)"
-        .to_string();
+    let mut s = format!(
+        "paired: both sides serve each benchmark and its samples alternate ABBA, \
+         about measurement / sample_size apart (harness/src/measure/serve.rs); {affinity}"
+    );
     if !unpaired.is_empty() {
         let list: Vec<String> = unpaired
             .iter()

@@ -120,6 +120,7 @@ pub fn calibrate(
             on_line: Box::new(|_| {}),
             pair: criterion.paired.then(|| criterion.pair_settings()),
             serves: BTreeMap::new(),
+            affinity: crate::measure::Affinity::from_config(&opts.config.affinity),
         };
         let mut collected = Collected::default();
         run_rounds(

@@ -17,6 +17,7 @@ use crate::cache::{ProfileChoice, load_profile, slot_target_dir};
 use crate::config::{Config, CriterionSettings, FailOn};
 use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
+use crate::measure::Affinity;
 use crate::git::{Checkout, Repo, resolve_checkout};
 use crate::host;
 use crate::measure::{
@@ -272,7 +273,11 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                     "bench target {t}: criterion runs, not paired: {why}"
                 ));
             }
-            sampling = Some(describe_sampling(criterion.paired, &r.unpaired));
+            sampling = Some(describe_sampling(
+                criterion.paired,
+                &r.unpaired,
+                &Affinity::from_config(&opts.config.affinity).describe(),
+            ));
             failures.extend(r.failures);
             round_infos = r.rounds;
             benches = b;
@@ -485,6 +490,7 @@ fn measure_benches(
         on_line: Box::new(|_| {}),
         pair: criterion.paired.then(|| criterion.pair_settings()),
         serves: BTreeMap::new(),
+        affinity: Affinity::from_config(&opts.config.affinity),
     };
     let r = measure_and_decide(
         &mut m,

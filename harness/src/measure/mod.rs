@@ -3,13 +3,16 @@
 //! tested with scripted timings; [`criterion`] runs a criterion executable once (its own
 //! `CRITERION_HOME`), lists its benchmark ids and reads its sample files; [`serve`] measures a
 //! benchmark paired, both sides' executables serving samples in turn; [`plan`] says what a
-//! suite measures and which part a shard takes.
+//! suite measures and which part a shard takes; [`affinity`] which CPU a measured process may run
+//! on.
 
+pub mod affinity;
 pub mod criterion;
 pub mod plan;
 pub mod rounds;
 pub mod serve;
 
+pub use affinity::Affinity;
 pub use criterion::{Measured, exact_filter, list_ids, read_run};
 pub use plan::{parse_shard, plan_for, shard_plan};
 pub use rounds::{

@@ -98,6 +98,9 @@ pub struct CriterionMeasurer {
     pub pair: Option<PairSettings>,
     /// Per side and target, whether its executable serves paired samples (probed once).
     pub serves: BTreeMap<(Side, String), Result<(), String>>,
+    /// Which CPU each paired benchmark's two processes run on. Criterion runs (a revision that
+    /// cannot serve) are never pinned: a whole target may hold multi-threaded benchmarks.
+    pub affinity: super::affinity::Affinity,
 }
 
 impl CriterionMeasurer {
@@ -164,7 +167,8 @@ impl Measurer for CriterionMeasurer {
         let settings = self.pair.ok_or_else(|| missing(order[0]))?;
         let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
-        match super::serve::measure_pair(exes, id, &settings, round) {
+        let cpu = self.affinity.cpu_for_bench(id);
+        match super::serve::measure_pair(exes, id, &settings, round, cpu) {
             Ok([a, b]) => Ok([(order[0], a), (order[1], b)]),
             Err(f) => Err((order[f.which], f.failure)),
         }

@@ -52,10 +52,13 @@ struct Server {
 }
 
 impl Server {
-    fn start(exe: &Path, id: &str) -> Result<Server, String> {
+    /// Starts `exe` serving `id`, on CPU `cpu` only when given (`super::affinity`).
+    fn start(exe: &Path, id: &str, cpu: Option<usize>) -> Result<Server, String> {
         // `--list`: an executable that does not know the protocol lists its benchmarks and
         // exits instead of running them all; one that does ignores its arguments.
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        super::affinity::apply(&mut cmd, cpu);
+        let mut child = cmd
             .args(["--bench", "--list"])
             .env(SERVE_ENV, id)
             .current_dir(exe.parent().unwrap_or(Path::new(".")))
@@ -186,17 +189,19 @@ impl Server {
 }
 
 /// Measures benchmark `id` on `exes[0]` and `exes[1]` (in that order first: the round's order),
-/// paired sample by sample. Returns each executable's samples, stamped with `round`.
+/// paired sample by sample, both on CPU `cpu` when given. Returns each executable's samples,
+/// stamped with `round`.
 pub fn measure_pair(
     exes: [&Path; 2],
     id: &str,
     settings: &PairSettings,
     round: u32,
+    cpu: Option<usize>,
 ) -> Result<[Measured; 2], PairFailure> {
     let mut servers: Vec<Server> = Vec::with_capacity(2);
     let mut throughput = None;
     for (which, exe) in exes.iter().enumerate() {
-        let started = match Server::start(exe, id) {
+        let started = match Server::start(exe, id, cpu) {
             Ok(mut s) => match s.ready(id) {
                 Ok(t) => {
                     throughput = throughput.or(t);
@@ -299,7 +304,7 @@ pub fn sample_iters(s: &PairSettings, ns_per_iter: f64) -> u64 {
 /// `ready` and exits). Executables built before paired sampling existed list their benchmarks
 /// instead, print no `ready`, and are measured with criterion runs.
 pub fn serves(exe: &Path, id: &str) -> bool {
-    let Ok(mut s) = Server::start(exe, id) else {
+    let Ok(mut s) = Server::start(exe, id, None) else {
         return false;
     };
     drop(s.stdin.take());
@@ -365,7 +370,7 @@ mod tests {
         let log = dir.path().join("log");
         let a = script(dir.path(), "A", 1000, true, &log);
         let b = script(dir.path(), "B", 2000, true, &log);
-        let [ma, mb] = measure_pair([&a, &b], ID, &settings(), 3).unwrap();
+        let [ma, mb] = measure_pair([&a, &b], ID, &settings(), 3, None).unwrap();
         // Warm-up until 5 µs: A takes 1 + 2 + 4 iterations (7 µs), B 1 + 2 (6 µs).
         let order: Vec<String> = std::fs::read_to_string(&log)
             .unwrap()
@@ -393,7 +398,7 @@ mod tests {
         let log = dir.path().join("log");
         let a = script(dir.path(), "A", 1000, true, &log);
         let old = script(dir.path(), "old", 1000, false, &log);
-        let e = measure_pair([&a, &old], ID, &settings(), 0).unwrap_err();
+        let e = measure_pair([&a, &old], ID, &settings(), 0, None).unwrap_err();
         assert_eq!(e.which, 1);
         assert!(
             e.failure.message.contains("did not serve benchmark g/f/p"),
@@ -422,7 +427,7 @@ mod tests {
                  echo \"thread 'main' panicked at boom\" >&2\nexit 101\n"
             ),
         );
-        let e = measure_pair([&a, &dies], ID, &settings(), 0).unwrap_err();
+        let e = measure_pair([&a, &dies], ID, &settings(), 0, None).unwrap_err();
         assert_eq!(e.which, 1);
         assert!(e.failure.message.contains("ended during a sample"), "{e:?}");
         assert!(
@@ -441,11 +446,11 @@ mod tests {
             )
         };
         let ok = says("ok", "harness-serve ready g/a b/p bytes 64");
-        let mut s = Server::start(&ok, "g/a b/p").unwrap();
+        let mut s = Server::start(&ok, "g/a b/p", None).unwrap();
         assert_eq!(s.ready("g/a b/p"), Ok(Some(Throughput::Bytes(64))));
         s.abort();
         let longer = says("longer", "harness-serve ready g/a b/px");
-        let mut s = Server::start(&longer, "g/a b/p").unwrap();
+        let mut s = Server::start(&longer, "g/a b/p", None).unwrap();
         let e = s.ready("g/a b/p").unwrap_err();
         assert!(e.contains("expected `harness-serve ready g/a b/p`"), "{e}");
         s.abort();
