@@ -602,6 +602,30 @@ mod tests {
 
     const MINIMAL: &str = "packages: [engine]\nsuites:\n  full:\n    benches:\n      kernels: []\n";
 
+    #[test]
+    fn the_repositorys_own_harness_yaml_loads_and_pins_single_threaded_benchmarks_only() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../harness.yaml");
+        let cfg = Config::load(&path).unwrap();
+        assert_eq!(cfg.affinity.pin, Pin::OneCpu);
+        let a = crate::measure::Affinity::on_cpu(
+            1,
+            &cfg.affinity
+                .multi_threaded
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(a.cpu_for_bench("matmul/f32_t2/32x512x512"), None);
+        assert_eq!(a.cpu_for_bench("matmul/f32_t1/32x512x512"), Some(1));
+        assert_eq!(a.cpu_for_bench("decode/tiny_tokens_per_second/32_tokens"), Some(1));
+    }
+
+    #[test]
+    fn a_bad_multi_threaded_regex_is_named() {
+        let e = err(&format!("{MINIMAL}affinity:\n  multi_threaded: ['(']\n"));
+        assert!(e.contains("affinity.multi_threaded[0]"), "{e}");
+    }
+
     fn err(text: &str) -> String {
         Config::parse(text, Path::new("harness.yaml"))
             .unwrap_err()
