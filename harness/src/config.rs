@@ -617,7 +617,10 @@ mod tests {
         );
         assert_eq!(a.cpu_for_bench("matmul/f32_t2/32x512x512"), None);
         assert_eq!(a.cpu_for_bench("matmul/f32_t1/32x512x512"), Some(1));
-        assert_eq!(a.cpu_for_bench("decode/tiny_tokens_per_second/32_tokens"), Some(1));
+        assert_eq!(
+            a.cpu_for_bench("decode/tiny_tokens_per_second/32_tokens"),
+            Some(1)
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use harness::commands::{calibrate, compare, e2e, hook, merge, post, replay, report};
+use harness::commands::{calibrate, compare, e2e, hook, merge, noise, post, replay, report};
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +33,11 @@ enum Cmd {
     Merge(merge::Args),
     /// A/A runs of one revision → a per-benchmark noise profile for this host.
     Calibrate(calibrate::Args),
+    /// Is this machine quiet enough? A/A rounds of one revision (or a saved run, --from), and
+    /// per benchmark the per-round sd of the A/A log ratio, tail share, lag-1 autocorrelation,
+    /// bimodality and the effect of a switch between sides; --against KEY=VALUE measures a
+    /// second way of measuring in the same run, for before/after figures.
+    Noise(noise::Args),
     /// Decide a saved results.json again under another policy, from the criterion samples it
     /// recorded: nothing is built or measured. For tuning the method on real runs (what would
     /// this run have shown with `noise_k: 2`, or with its first 4 rounds?). A replay cannot add
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         Cmd::Post(a) => post::run(a),
         Cmd::Merge(a) => merge::run(a),
         Cmd::Calibrate(a) => calibrate::run(a),
+        Cmd::Noise(a) => noise::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Hook(a) => hook::run(a),

@@ -17,9 +17,9 @@ use crate::cache::{ProfileChoice, load_profile, slot_target_dir};
 use crate::config::{Config, CriterionSettings, FailOn};
 use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
-use crate::measure::Affinity;
 use crate::git::{Checkout, Repo, resolve_checkout};
 use crate::host;
+use crate::measure::Affinity;
 use crate::measure::{
     Collected, CriterionMeasurer, TargetPlan, list_ids, parse_shard, plan_for, shard_plan,
 };

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod e2e;
 pub mod hook;
 pub mod merge;
+pub mod noise;
 pub mod post;
 pub mod replay;
 pub mod report;

@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod decide;
+mod noise;
 mod notes;
 mod paired;
 mod policy;
@@ -24,6 +25,7 @@ pub use aggregate::{
     summarize,
 };
 pub use decide::{analyze, noisy, suspects};
+pub use noise::{BIMODAL_BC, Interval, NoiseRound, NoiseRow, TAIL_FACTOR, bimodality, diagnose};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
 pub use policy::{Policy, PolicyError, Rule};
 pub use profile::{BenchNoise, NoiseProfile, PROFILE_SCHEMA, ProfileError};
