@@ -171,6 +171,10 @@ enum Command {
         /// Print the `engine-profile/1` JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Keep the model loaded and decode on request (one `run` line on stdin each), for the
+        /// harness's paired end-to-end rounds; --runs is not used (see `profile::serve`).
+        #[arg(long)]
+        serve: bool,
     },
 }
 
@@ -199,6 +203,7 @@ fn run(cli: Cli) -> Result<()> {
             threads,
             no_cuda_graph,
             json,
+            serve,
         } => {
             let ep = profile::Ep::parse(&ep)
                 .with_context(|| format!("--ep must be cpu or cuda, got {ep:?}"))?;
@@ -214,7 +219,7 @@ fn run(cli: Cli) -> Result<()> {
                 (Some(text), None) => profile::Prompt::Text(text),
                 (None, None) => anyhow::bail!("give --prompt or --prompt-ids"),
             };
-            let report = profile::profile(&profile::ProfileOptions {
+            let opts = profile::ProfileOptions {
                 model,
                 ep,
                 dtype,
@@ -225,7 +230,12 @@ fn run(cli: Cli) -> Result<()> {
                 decode_skip,
                 threads,
                 cuda_graph: !no_cuda_graph,
-            })?;
+            };
+            if serve {
+                profile::serve(&opts, std::io::stdin().lock(), std::io::stdout().lock())?;
+                return Ok(());
+            }
+            let report = profile::profile(&opts)?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

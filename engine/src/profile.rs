@@ -138,62 +138,93 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Runs the profile.
-pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
-    if opts.tokens < 2 {
-        return Err(Error::msg(
-            "--tokens must be at least 2 (the first token comes out of the prefill; steps are timed after it)",
-        ));
-    }
-    if opts.runs == 0 {
-        return Err(Error::msg("--runs must be at least 1"));
-    }
-    if opts.decode_skip >= opts.tokens - 1 {
-        return Err(Error::msg(format!(
-            "--decode-skip {} leaves no timed step: {} tokens make {} decode steps",
-            opts.decode_skip,
-            opts.tokens,
-            opts.tokens - 1
-        )));
-    }
-    // Fail on a CUDA request before the (slow) package load and hash.
-    if opts.ep == Ep::Cuda {
-        crate::backend::cuda::check_available()?;
-    }
-    let package = Package::open(&opts.model)?;
-    let dtype = check_dtype(&package, opts.dtype)?;
-    let prompt_ids = match &opts.prompt {
-        Prompt::Ids(ids) => ids.clone(),
-        Prompt::Text(t) => TextCodec::open(&opts.model)?.encode(t)?,
-    };
-    if prompt_ids.is_empty() {
-        return Err(Error::msg("the prompt encodes to no tokens"));
-    }
-    let model_sha256 = package.model.sha256()?;
-    let layers = package.io.layers.len();
+/// A loaded model ready to decode the prompt again and again: what `profile` and `serve` share.
+pub struct Profiler {
+    opts: ProfileOptions,
+    runner: Box<dyn Decoder>,
+    prompt_ids: Vec<u32>,
+    model_sha256: String,
+    dtype: DType,
+    layers: usize,
+    /// The tokens of the first timed run: every later run must equal them.
+    generated_ids: Option<Vec<u32>>,
+    runs: Vec<RunTiming>,
+    prefills: Vec<f64>,
+}
 
-    let mut runner: Box<dyn Decoder> = match opts.ep {
-        Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
-        Ep::Cuda => Box::new(LlamaDecoder::new(&package, opts.cuda_graph)?),
-    };
-    for _ in 0..opts.warmups {
-        runner.decode(&prompt_ids, opts.tokens)?;
-    }
-    let mut generated_ids: Option<Vec<u32>> = None;
-    let mut runs = Vec::with_capacity(opts.runs);
-    let mut prefills = Vec::with_capacity(opts.runs);
-    for r in 0..opts.runs {
-        let run = runner.decode(&prompt_ids, opts.tokens)?;
-        if run.generated_ids.len() != opts.tokens || run.step_ms.len() != opts.tokens - 1 {
+/// One timed decode: its prefill, the mean of its timed decode steps, its tokens.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServedRun {
+    pub prefill_ms: f64,
+    pub ms_per_step: f64,
+    pub generated_ids: Vec<u32>,
+}
+
+impl Profiler {
+    /// Checks the options, loads the package and the decoder, and makes the warm-up runs.
+    pub fn open(opts: &ProfileOptions) -> Result<Profiler> {
+        if opts.tokens < 2 {
+            return Err(Error::msg(
+                "--tokens must be at least 2 (the first token comes out of the prefill; steps are timed after it)",
+            ));
+        }
+        if opts.decode_skip >= opts.tokens - 1 {
             return Err(Error::msg(format!(
-                "run {r}: made {} tokens in {} steps, expected {} tokens",
+                "--decode-skip {} leaves no timed step: {} tokens make {} decode steps",
+                opts.decode_skip,
+                opts.tokens,
+                opts.tokens - 1
+            )));
+        }
+        // Fail on a CUDA request before the (slow) package load and hash.
+        if opts.ep == Ep::Cuda {
+            crate::backend::cuda::check_available()?;
+        }
+        let package = Package::open(&opts.model)?;
+        let dtype = check_dtype(&package, opts.dtype)?;
+        let prompt_ids = match &opts.prompt {
+            Prompt::Ids(ids) => ids.clone(),
+            Prompt::Text(t) => TextCodec::open(&opts.model)?.encode(t)?,
+        };
+        if prompt_ids.is_empty() {
+            return Err(Error::msg("the prompt encodes to no tokens"));
+        }
+        let model_sha256 = package.model.sha256()?;
+        let layers = package.io.layers.len();
+        let mut runner: Box<dyn Decoder> = match opts.ep {
+            Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
+            Ep::Cuda => Box::new(LlamaDecoder::new(&package, opts.cuda_graph)?),
+        };
+        for _ in 0..opts.warmups {
+            runner.decode(&prompt_ids, opts.tokens)?;
+        }
+        Ok(Profiler {
+            opts: opts.clone(),
+            runner,
+            prompt_ids,
+            model_sha256,
+            dtype,
+            layers,
+            generated_ids: None,
+            runs: Vec::new(),
+            prefills: Vec::new(),
+        })
+    }
+
+    /// One timed decode of the prompt, kept for the report.
+    pub fn run_once(&mut self) -> Result<ServedRun> {
+        let r = self.runs.len();
+        let tokens = self.opts.tokens;
+        let run = self.runner.decode(&self.prompt_ids, tokens)?;
+        if run.generated_ids.len() != tokens || run.step_ms.len() != tokens - 1 {
+            return Err(Error::msg(format!(
+                "run {r}: made {} tokens in {} steps, expected {tokens} tokens",
                 run.generated_ids.len(),
                 run.step_ms.len(),
-                opts.tokens
             )));
         }
         // Greedy decoding is deterministic: different tokens between runs is a bug to report.
-        match &generated_ids {
+        match &self.generated_ids {
             Some(first) if *first != run.generated_ids => {
                 return Err(Error::msg(format!(
                     "run {r} generated different tokens than run 0: {:?} vs {:?}",
@@ -201,11 +232,11 @@ pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
                 )));
             }
             Some(_) => {}
-            None => generated_ids = Some(run.generated_ids.clone()),
+            None => self.generated_ids = Some(run.generated_ids.clone()),
         }
-        let timed = &run.step_ms[opts.decode_skip..];
+        let timed = &run.step_ms[self.opts.decode_skip..];
         let ms_per_step = timed.iter().sum::<f64>() / timed.len() as f64;
-        runs.push(RunTiming {
+        self.runs.push(RunTiming {
             ms_per_step,
             tok_s: if ms_per_step > 0.0 {
                 1e3 / ms_per_step
@@ -213,27 +244,89 @@ pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
                 0.0
             },
         });
-        prefills.push(run.prefill_ms);
+        self.prefills.push(run.prefill_ms);
+        Ok(ServedRun {
+            prefill_ms: run.prefill_ms,
+            ms_per_step,
+            generated_ids: run.generated_ids,
+        })
     }
-    let median_ms_per_step = median(&runs.iter().map(|r| r.ms_per_step).collect::<Vec<_>>());
-    let (cuda_graph, device_kv) = runner.device_stats();
-    Ok(ProfileReport {
-        schema: SCHEMA.into(),
-        model: opts.model.display().to_string(),
-        model_sha256,
-        ep: opts.ep.name().into(),
-        dtype: dtype.name().into(),
-        threads: runner.threads(),
-        layers,
-        prompt_ids,
-        generated_ids: generated_ids.unwrap_or_default(),
-        prefill_ms: median(&prefills),
-        median_ms_per_step,
-        median_tok_s: median(&runs.iter().map(|r| r.tok_s).collect::<Vec<_>>()),
-        runs,
-        cuda_graph,
-        device_kv,
-    })
+
+    /// The `engine-profile/1` report of the timed runs so far.
+    pub fn report(&self) -> ProfileReport {
+        let (cuda_graph, device_kv) = self.runner.device_stats();
+        let runs = &self.runs;
+        ProfileReport {
+            schema: SCHEMA.into(),
+            model: self.opts.model.display().to_string(),
+            model_sha256: self.model_sha256.clone(),
+            ep: self.opts.ep.name().into(),
+            dtype: self.dtype.name().into(),
+            threads: self.runner.threads(),
+            layers: self.layers,
+            prompt_ids: self.prompt_ids.clone(),
+            generated_ids: self.generated_ids.clone().unwrap_or_default(),
+            prefill_ms: median(&self.prefills),
+            median_ms_per_step: median(&runs.iter().map(|r| r.ms_per_step).collect::<Vec<_>>()),
+            median_tok_s: median(&runs.iter().map(|r| r.tok_s).collect::<Vec<_>>()),
+            runs: runs.clone(),
+            cuda_graph,
+            device_kv,
+        }
+    }
+}
+
+/// Runs the profile: `warmups` untimed runs, then `runs` timed ones.
+pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
+    if opts.runs == 0 {
+        return Err(Error::msg("--runs must be at least 1"));
+    }
+    let mut p = Profiler::open(opts)?;
+    for _ in 0..opts.runs {
+        p.run_once()?;
+    }
+    Ok(p.report())
+}
+
+/// Prefix of every line `engine profile --serve` writes to stdout.
+pub const SERVE_PREFIX: &str = "engine-profile-serve";
+
+/// `engine profile --serve`: the model stays loaded and decodes on request, so the harness can
+/// alternate two revisions' engines request by request (paired, as its micro-benchmarks are)
+/// instead of timing one whole process per side. Protocol (lines; `runs` is not used):
+///
+/// ```text
+/// engine  -> harness   engine-profile-serve ready          (after loading and the warm-ups)
+/// harness -> engine    run                                  one timed decode of the prompt
+/// engine  -> harness   engine-profile-serve run {"prefill_ms":…,"ms_per_step":…,"generated_ids":[…]}
+/// …                                                         until stdin closes, then:
+/// engine  -> harness   engine-profile-serve done {engine-profile/1 report of the served runs}
+/// ```
+/// Any other request line is an error; an error ends the process with it on stderr (exit 1).
+pub fn serve(
+    opts: &ProfileOptions,
+    input: impl std::io::BufRead,
+    mut out: impl std::io::Write,
+) -> Result<()> {
+    let mut p = Profiler::open(opts)?;
+    let io = |e: std::io::Error| Error::msg(format!("engine profile --serve: {e}"));
+    writeln!(out, "{SERVE_PREFIX} ready").map_err(io)?;
+    out.flush().map_err(io)?;
+    for line in input.lines() {
+        let line = line.map_err(io)?;
+        if line.trim() != "run" {
+            return Err(Error::msg(format!(
+                "engine profile --serve: expected `run`, got {line:?}"
+            )));
+        }
+        let r = p.run_once()?;
+        let json = serde_json::to_string(&r).map_err(|e| Error::msg(e.to_string()))?;
+        writeln!(out, "{SERVE_PREFIX} run {json}").map_err(io)?;
+        out.flush().map_err(io)?;
+    }
+    let json = serde_json::to_string(&p.report()).map_err(|e| Error::msg(e.to_string()))?;
+    writeln!(out, "{SERVE_PREFIX} done {json}").map_err(io)?;
+    out.flush().map_err(io)
 }
 
 /// Human-readable rendering (the default output of `engine profile`).

@@ -194,3 +194,71 @@ fn profile_cuda_without_the_feature_is_a_clear_error() {
         "engine was built without the `cuda` feature",
     );
 }
+
+/// `engine profile --serve` through the real binary: `ready`, one `run` answer per request with
+/// the same tokens as a plain profile, and at end of input the `engine-profile/1` report of the
+/// served runs; a request that is not `run` fails with it named.
+#[test]
+fn profile_serve_answers_each_run_request_then_reports_the_served_runs() {
+    use std::io::Write;
+    let dir = tiny_dir();
+    let plain = profile_json(dir.path(), &[]);
+    let mut child = engine()
+        .args(["profile", "--model"])
+        .arg(dir.path())
+        .args(["--ep", "cpu", "--prompt", "hello world", "--tokens", "12"])
+        .args([
+            "--warmups",
+            "1",
+            "--decode-skip",
+            "2",
+            "--threads",
+            "1",
+            "--serve",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"run\nrun\nrun\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "engine-profile-serve ready", "{text}");
+    assert_eq!(lines.len(), 5, "ready, 3 runs, done: {text}");
+    for l in &lines[1..4] {
+        let json = l.strip_prefix("engine-profile-serve run ").expect(l);
+        let v: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(ids(&v["generated_ids"]), ids(&plain["generated_ids"]));
+        assert!(v["prefill_ms"].as_f64().unwrap() > 0.0);
+        assert!(v["ms_per_step"].as_f64().unwrap() > 0.0);
+    }
+    let done = lines[4]
+        .strip_prefix("engine-profile-serve done ")
+        .expect(lines[4]);
+    let v: Value = serde_json::from_str(done).unwrap();
+    assert_eq!(v["schema"], "engine-profile/1");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(ids(&v["generated_ids"]), ids(&plain["generated_ids"]));
+
+    let mut child = engine()
+        .args(["profile", "--model"])
+        .arg(dir.path())
+        .args(["--prompt", "hello world", "--tokens", "4", "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected `run`, got \"go\""), "{err}");
+}

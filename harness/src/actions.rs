@@ -193,6 +193,7 @@ mod tests {
                 rounds: 6,
                 confirmed: false,
                 note: None,
+                instructions: None,
             })
             .collect();
         let rev = Revision {

@@ -178,6 +178,20 @@ pub struct Config {
     /// Which CPUs the measured processes may run on (`measure::affinity`).
     #[serde(default)]
     pub affinity: AffinityConfig,
+    /// Instruction counts beside the times (`measure::instructions`).
+    #[serde(default)]
+    pub instructions: InstructionsConfig,
+}
+
+/// `instructions:` in harness.yaml.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionsConfig {
+    /// Count instructions per iteration (valgrind's callgrind) of every benchmark not matched by
+    /// `affinity.multi_threaded`, on both sides, after the timed rounds. Off by default: it
+    /// needs valgrind and adds about a minute per 10 benchmarks.
+    #[serde(default)]
+    pub count: bool,
 }
 
 /// Whether single-threaded measured processes are pinned to one CPU.
@@ -251,7 +265,9 @@ fn default_dtype() -> Dtype {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct E2eConfig {
-    /// Timed runs per `engine profile` call (one call per side per round).
+    /// Timed decodes per side per round: paired requests to both sides' `engine profile
+    /// --serve` in turn (ABBA), or, for a revision without `--serve`, the timed runs of its one
+    /// `engine profile` call per round.
     #[serde(default = "default_e2e_runs")]
     pub runs: u32,
     /// Untimed whole runs before them.

@@ -373,7 +373,12 @@ pub fn replay(
         .benches
         .iter()
         .map(|b| match by_id.remove(&b.id) {
-            Some(r) if b.status != Status::Failed => r,
+            Some(mut r) if b.status != Status::Failed => {
+                // The saved counts, and their rule applied to the replayed status.
+                r.instructions = b.instructions.clone();
+                apply_instructions(&mut r);
+                r
+            }
             _ => b.clone(),
         })
         .collect();
@@ -404,6 +409,22 @@ pub fn replay(
         outcome,
         ..saved.clone()
     })
+}
+
+/// A row's instruction counts applied to its status (`stats::with_instructions`: only ❔ with
+/// at least 1 % more instructions becomes ⚠️, the reason first in its note).
+pub fn apply_instructions(b: &mut BenchResult) {
+    let Some(ic) = &b.instructions else { return };
+    let (Some(base), Some(head)) = (ic.base, ic.head) else {
+        return;
+    };
+    if let Some((status, note)) = stats::with_instructions(b.status, base, head) {
+        b.status = status;
+        b.note = Some(match b.note.take() {
+            Some(n) => format!("{note}; {n}"),
+            None => note,
+        });
+    }
 }
 
 /// A saved run's recorded samples as the rounds collected them, keeping the rounds `keep` says
@@ -522,6 +543,7 @@ fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<
                 rounds: d.rounds as u32,
                 confirmed: d.confirmation_rounds > 0,
                 note,
+                instructions: None,
             }
         })
         .collect()

@@ -58,6 +58,31 @@ pub struct BenchResult {
     pub confirmed: bool,
     /// A short human explanation (why ⚠️ rather than 🔴, why ❔, the error of a ⛔).
     pub note: Option<String>,
+    /// Instructions per iteration on each side (callgrind; single-threaded benchmarks, when
+    /// valgrind was there). Absent in results written before they were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<InstructionCounts>,
+}
+
+/// Instructions per iteration of one benchmark on each side (`measure::instructions`), or why
+/// they could not be counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstructionCounts {
+    pub base: Option<f64>,
+    pub head: Option<f64>,
+    /// Why a side has no count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl InstructionCounts {
+    /// head / base − 1, when both were counted.
+    pub fn change(&self) -> Option<f64> {
+        match (self.base, self.head) {
+            (Some(b), Some(h)) if b > 0.0 => Some(h / b - 1.0),
+            _ => None,
+        }
+    }
 }
 
 /// A revision under test.
@@ -322,12 +347,31 @@ pub struct E2eSpeedSide {
     /// Counters of the last call (None on CPU).
     #[serde(default)]
     pub cuda_graph: Option<CudaGraphCounters>,
+    /// The runs of each round were paired requests to both sides' `engine profile --serve`
+    /// (ABBA), not one call per side (absent in results written before: false).
+    #[serde(default)]
+    pub paired: bool,
+}
+
+/// What an end-to-end speed row times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeedMetric {
+    /// ms per decode step (the row id is the check's; absent in results written before
+    /// prefill rows existed).
+    #[default]
+    DecodeStep,
+    /// ms of the prompt's prefill (row id `<check>/prefill`); `median_ms_per_step` and
+    /// `per_round_ms` of its sides hold prefill times, `tok_s` prompt tokens per second.
+    Prefill,
 }
 
 /// One end-to-end speed row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct E2eSpeed {
     pub id: String,
+    #[serde(default)]
+    pub metric: SpeedMetric,
     pub device: Device,
     pub dtype: Dtype,
     /// The A/B status (None in single-revision runs and when not compared: see `not_run`).

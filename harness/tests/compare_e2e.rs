@@ -38,6 +38,11 @@ policy:
   confirmation_rounds: 6
   # The test calibrates with 3 trials (5 by default) to keep CI short.
   profile_min_trials: 3
+affinity:
+  pin: one_cpu
+# Real callgrind runs of the fixture's serve loop (tools/valgrind.sh installs valgrind in CI).
+instructions:
+  count: true
 suites:
   # What the pre-push hook runs: two of the three benches, fewer rounds.
   quick:
@@ -313,12 +318,38 @@ fn compare_end_to_end_on_a_throwaway_repository() {
         "{:?}",
         slow.base
     );
+    // Instructions per iteration beside the times, from callgrind: the slow bench does twice
+    // the multiply-adds, the unchanged one the same to well under 0.1 %.
+    let instr = |id: &str| {
+        r.benches
+            .iter()
+            .find(|b| b.id == id)
+            .and_then(|b| b.instructions.clone())
+            .unwrap_or_else(|| panic!("{id}: no instruction counts"))
+    };
+    let (s, same, fast) = (
+        instr("work/slow/x"),
+        instr("work/same/x"),
+        instr("work/fast/x"),
+    );
+    assert!(s.error.is_none(), "{s:?}");
+    let c = s.change().unwrap();
+    assert!(
+        (c - 1.0).abs() < 0.02,
+        "slow: instructions {s:?} change {c}"
+    );
+    assert!(same.change().unwrap().abs() < 0.001, "same: {same:?}");
+    assert!(
+        (fast.change().unwrap() + 0.5).abs() < 0.01,
+        "fast: {fast:?}"
+    );
     assert_eq!(r.outcome, Outcome::Fail);
     assert_eq!(code, 1);
     assert_eq!(r.base.sha, base);
     assert_eq!(r.head.sha, head);
     let md = std::fs::read_to_string(runs.join("ab/report.md")).unwrap();
     assert!(md.contains("🔴") && md.contains("work/slow/x"), "{md}");
+    assert!(md.contains("| Instructions |"), "{md}");
 
     // The exit-code contract under each policy, from the saved run.
     let saved = runs.join("ab/results.json");

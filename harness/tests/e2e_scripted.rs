@@ -446,3 +446,118 @@ impl Setup {
         dir.join(rel).display().to_string()
     }
 }
+
+/// A fake engine that also serves (`engine profile --serve`): each `run` request answers one
+/// decode of `ms` per step and `prefill` ms, and appends `name` to `log`.
+fn serving_engine_script(name: &str, ids: &str, ms: f64, prefill: f64, log: &Path) -> String {
+    let report = format!(
+        r#"{{"schema":"engine-profile/1","model":"m","model_sha256":"fake","ep":"cpu","dtype":"f32","threads":1,"layers":2,"prompt_ids":[1,2,3],"generated_ids":[{ids}],"prefill_ms":{prefill},"runs":[{{"ms_per_step":{ms},"tok_s":1.0}}],"median_ms_per_step":{ms},"median_tok_s":1.0,"cuda_graph":null,"device_kv":null}}"#
+    );
+    format!(
+        r#"#!/bin/sh
+cmd=$1; shift
+ep=cpu; out=""; serve=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ep) ep=$2; shift ;;
+    --out) out=$2; shift ;;
+    --serve) serve=1 ;;
+    --help) echo "  --serve  Keep the model loaded"; exit 0 ;;
+  esac
+  shift
+done
+case "$cmd" in
+  tiny) mkdir -p "$out" && : > "$out/model.onnx" && echo "wrote tiny model" ;;
+  profile)
+    if [ "$ep" = cuda ]; then
+      echo "error: engine was built without the \`cuda\` feature" >&2
+      exit 1
+    fi
+    if [ $serve = 1 ]; then
+      echo "engine-profile-serve ready"
+      i=0
+      while read req; do
+        i=$((i + 1))
+        echo {name} >> '{log}'
+        echo "engine-profile-serve run {{\"prefill_ms\":{prefill},\"ms_per_step\":$(awk "BEGIN {{ print {ms} + $i * 0.001 }}"),\"generated_ids\":[{ids}]}}"
+      done
+      echo 'engine-profile-serve done {report}'
+    else
+      echo '{report}'
+    fi
+    ;;
+  *) echo "error: unknown command $cmd" >&2; exit 2 ;;
+esac
+"#,
+        log = log.display()
+    )
+}
+
+#[test]
+fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_rows() {
+    let s = Setup::new();
+    let log = s.bin.join("requests.log");
+    let base = s.script(
+        "engine-base",
+        &serving_engine_script("B", GOOD, 1.0, 0.5, &log),
+    );
+    // 30 % slower decode steps, the same prefill.
+    let slow = s.script(
+        "engine-slow",
+        &serving_engine_script("H", GOOD, 1.3, 0.5, &log),
+    );
+    let oracle = s.oracle();
+    let o = s.harness(&[
+        "compare",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--no-profile",
+        "--device",
+        "cpu",
+        "--engine-bin",
+        &format!("base={}", base.display()),
+        "--engine-bin",
+        &format!("head={}", slow.display()),
+        "--oracle-bin",
+        &oracle,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    let step = row(&v, "speed", "tiny/g1/cpu-f32");
+    assert_eq!(step["status"], "regression", "{step}");
+    assert_eq!(step["metric"], "decode_step");
+    let est = step["change"]["estimate"].as_f64().unwrap();
+    assert!((est - 0.30).abs() < 0.02, "{est}");
+    let pre = row(&v, "speed", "tiny/g1/cpu-f32/prefill");
+    assert_eq!(pre["metric"], "prefill");
+    assert_ne!(pre["status"], "regression", "{pre}");
+    assert!(
+        (pre["change"]["estimate"].as_f64().unwrap()).abs() < 1e-9,
+        "{pre}"
+    );
+    assert_eq!(
+        row(&v, "correctness", "tiny/g1/cpu-f32")["status"],
+        "identical"
+    );
+    assert!(
+        v["method"]["sampling"].is_string() || v["e2e"].is_object(),
+        "{}",
+        v["method"]
+    );
+    // Requests alternate ABBA within a round (3 per side): BHHBBH or HBBHHB.
+    let order: String = fs::read_to_string(&log).unwrap().lines().collect();
+    let first = &order[..6];
+    assert!(first == "BHHBBH" || first == "HBBHHB", "{order}");
+    // Each timed decode is a sample of the round, paired.
+    let samples = &step["base"]["runs_ms"].as_array().unwrap()[0];
+    assert_eq!(samples.as_array().unwrap().len(), 3, "{step}");
+}

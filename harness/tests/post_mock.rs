@@ -40,6 +40,7 @@ fn bench(id: &str, status: Status, estimate: f64) -> BenchResult {
         rounds: 6,
         confirmed: status == Status::Regression,
         note: None,
+        instructions: None,
     }
 }
 

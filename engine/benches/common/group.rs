@@ -156,6 +156,10 @@ impl Group<'_> {
 
 /// Serves timed samples of one benchmark until stdin closes, then exits the process (the other
 /// groups' inputs are never built). A line that is not an iteration count ends it with an error.
+/// Never inlined: the harness counts instructions inside this function by its name
+/// (`valgrind --tool=callgrind --toggle-collect=*common::group::serve*`,
+/// harness/src/measure/instructions.rs).
+#[inline(never)]
 fn serve(ready: &str, mut run: impl FnMut(u64) -> Duration) -> ! {
     let mut out = std::io::stdout().lock();
     let say = |out: &mut std::io::StdoutLock, line: String| {

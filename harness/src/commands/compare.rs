@@ -5,7 +5,7 @@
 //! alone; this module wires them and turns stage failures into report rows.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -19,13 +19,15 @@ use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
 use crate::git::{Checkout, Repo, resolve_checkout};
 use crate::host;
-use crate::measure::Affinity;
+use crate::measure::{Affinity, instructions};
 use crate::measure::{
     Collected, CriterionMeasurer, TargetPlan, list_ids, parse_shard, plan_for, shard_plan,
 };
 use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
-use crate::results::{BenchResult, Method, Results, Revision, SCHEMA, now_unix};
+use crate::results::{
+    BenchResult, InstructionCounts, Method, Results, Revision, SCHEMA, Status, now_unix,
+};
 use crate::stats::{NoiseProfile, Policy, Rule};
 use crate::vocab::{Device, Side};
 
@@ -316,6 +318,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 &e2e_policy,
                 rounds,
                 opts.e2e.require_cuda,
+                Affinity::from_config(&opts.config.affinity),
                 progress,
             );
             let _ = std::fs::remove_dir_all(&work);
@@ -505,8 +508,93 @@ fn measure_benches(
             .map(|m| std::time::Duration::from_secs_f64(m * 60.0)),
         progress,
     );
+    let (collected, mut benches) = r;
+    if opts.config.instructions.count {
+        count_instructions(
+            &m,
+            &collected,
+            &mut benches,
+            &opts.config.affinity,
+            &work_dir,
+            progress,
+        );
+    }
     let _ = std::fs::remove_dir_all(&work_dir);
-    r
+    (collected, benches)
+}
+
+/// Instruction counts of every single-threaded benchmark both sides ran (not `⛔`, 🆕, ➖), after
+/// the timed rounds so valgrind never slows them, and the verdict rule of
+/// `stats::with_instructions` applied. Without valgrind each row says so in its counts' error.
+fn count_instructions(
+    m: &CriterionMeasurer,
+    collected: &Collected,
+    benches: &mut [BenchResult],
+    affinity: &crate::config::AffinityConfig,
+    work_dir: &Path,
+    progress: &dyn Progress,
+) {
+    let multi: Vec<regex_lite::Regex> = affinity
+        .multi_threaded
+        .iter()
+        .filter_map(|r| regex_lite::Regex::new(r).ok())
+        .collect();
+    let valgrind = instructions::find_valgrind();
+    let todo: Vec<usize> = benches
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| {
+            !multi.iter().any(|r| r.is_match(&b.id))
+                && !matches!(b.status, Status::Failed | Status::Added | Status::Removed)
+                && b.base.is_some()
+                && b.head.is_some()
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let work = work_dir.join("callgrind");
+    for (k, &i) in todo.iter().enumerate() {
+        let b = &mut benches[i];
+        progress.rounds(
+            k as u64,
+            todo.len() as u64,
+            &format!("instructions {}", b.id),
+        );
+        let Some(valgrind) = valgrind.as_deref() else {
+            b.instructions = Some(InstructionCounts {
+                base: None,
+                head: None,
+                error: Some("valgrind not found: instructions not counted".into()),
+            });
+            continue;
+        };
+        let Some(target) = collected.benches.get(&b.id).map(|c| c.target.clone()) else {
+            continue;
+        };
+        let ns = b.base.as_ref().map_or(f64::NAN, |s| s.median_ns);
+        let n = instructions::iterations_for(ns);
+        let mut errors = Vec::new();
+        let mut side = |exes: &crate::build::BenchExes, name: &str| {
+            let exe = exes.by_target.get(&target)?;
+            match instructions::per_iteration(valgrind, exe, &b.id, n, &work) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    errors.push(format!("{name}: {e}"));
+                    None
+                }
+            }
+        };
+        let counts = InstructionCounts {
+            base: side(&m.base, "base"),
+            head: side(&m.head, "head"),
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+        };
+        b.instructions = Some(counts);
+        crate::gate::apply_instructions(b);
+    }
+    if !todo.is_empty() {
+        progress.rounds(todo.len() as u64, todo.len() as u64, "instructions done");
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[cfg(test)]

@@ -145,6 +145,7 @@ mod tests {
                     rounds: 6,
                     confirmed: false,
                     note: None,
+                    instructions: None,
                 })
                 .collect(),
             failures: Vec::new(),

@@ -21,7 +21,7 @@ use crate::config::{AffinityConfig, CriterionSettings, Pin};
 use crate::git::{Checkout, Repo};
 use crate::host;
 use crate::measure::serve::SAMPLING_MODE;
-use crate::measure::{Affinity, Collected, CriterionMeasurer, plan_for, run_rounds};
+use crate::measure::{Affinity, Collected, CriterionMeasurer, instructions, plan_for, run_rounds};
 use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
 use crate::results::{HostInfo, RawSample, Results, RoundInfo, now_unix};
@@ -55,6 +55,10 @@ pub struct Args {
     /// Where to write the JSON (diagnostics and every raw sample, so `--from` can read it again).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Also count each single-threaded benchmark's instructions per iteration this many times
+    /// (callgrind, after the rounds) and report their spread: counts are held to 0.1 %.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    instructions: u32,
     /// A benchmark is quiet when its per-round sd is at most this (0.03 = 3 %).
     #[arg(long, default_value_t = 0.03)]
     target: f64,
@@ -76,7 +80,22 @@ pub struct Variant {
     pub samples: BTreeMap<String, [Vec<RawSample>; 2]>,
     #[serde(default)]
     pub rounds: Vec<RoundInfo>,
+    /// Per benchmark: instructions per iteration of each repeated count (`--instructions N`),
+    /// or why they could not be counted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub instructions: BTreeMap<String, Result<Vec<f64>, String>>,
 }
+
+/// (max − min) / median of repeated instruction counts.
+pub fn spread(counts: &[f64]) -> Option<f64> {
+    let med = crate::stats::median(counts)?;
+    let max = counts.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let min = counts.iter().cloned().fold(f64::INFINITY, f64::min);
+    (med > 0.0 && counts.len() > 1).then(|| (max - min) / med)
+}
+
+/// A benchmark's repeated counts: (spread, how many, median), or why there are none.
+type Spread = Result<(f64, usize, f64), String>;
 
 /// What `harness noise` writes (`--out`) and prints (`--format json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,7 +148,7 @@ fn noise_rounds(
             .iter()
             .find(|i| i.index == r)
             .map(|i| i.order != "BA")
-            .unwrap_or(r % 2 == 0)
+            .unwrap_or(r.is_multiple_of(2))
     };
     samples
         .iter()
@@ -180,6 +199,7 @@ fn variant(
         rows,
         samples,
         rounds,
+        instructions: BTreeMap::new(),
     }
 }
 
@@ -191,12 +211,14 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
         && run.schema == SCHEMA
     {
         for v in &mut run.variants {
+            let instructions = std::mem::take(&mut v.instructions);
             *v = variant(
                 &v.name,
                 v.setup.clone(),
                 std::mem::take(&mut v.samples),
                 std::mem::take(&mut v.rounds),
             );
+            v.instructions = instructions;
         }
         run.target = target;
         run.source = format!("{} ({})", path.display(), run.source);
@@ -208,7 +230,7 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
             path.display()
         )
     })?;
-    let samples = r
+    let mut samples: BTreeMap<String, [Vec<RawSample>; 2]> = r
         .benches
         .iter()
         .filter_map(|b| {
@@ -221,6 +243,25 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
             ))
         })
         .collect();
+    // End-to-end speed rows: each round's timed decodes (ms) as that round's samples.
+    for row in r.e2e.iter().flat_map(|e| &e.speed) {
+        let (Some(b), Some(h)) = (&row.base, &row.head) else {
+            continue;
+        };
+        let side = |s: &crate::results::E2eSpeedSide| -> Vec<RawSample> {
+            s.runs_ms
+                .iter()
+                .enumerate()
+                .map(|(i, ms)| RawSample {
+                    round: i as u32,
+                    sampling_mode: if s.paired { SAMPLING_MODE } else { "flat" }.into(),
+                    iters: vec![1.0; ms.len()],
+                    times_ns: ms.iter().map(|t| t * 1e6).collect(),
+                })
+                .collect()
+        };
+        samples.insert(format!("e2e {}", row.id), [side(b), side(h)]);
+    }
     Ok(NoiseRun {
         schema: SCHEMA.into(),
         created_unix_s: now_unix(),
@@ -408,7 +449,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         }
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    let variants = setups
+    let mut variants: Vec<Variant> = setups
         .iter()
         .zip(collected)
         .map(|((name, s), c)| {
@@ -420,6 +461,43 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             variant(name, s.describe(), samples, c.rounds)
         })
         .collect();
+    if args.instructions > 0 {
+        let multi: Vec<regex_lite::Regex> = config
+            .affinity
+            .multi_threaded
+            .iter()
+            .filter_map(|r| regex_lite::Regex::new(r).ok())
+            .collect();
+        let v = &mut variants[0];
+        let ids: Vec<(String, String, f64)> = v
+            .samples
+            .iter()
+            .filter(|(id, _)| !multi.iter().any(|r| r.is_match(id)))
+            .filter_map(|(id, [base, _])| {
+                let target = plan_target(&exes, id)?;
+                let per: Vec<f64> = base
+                    .iter()
+                    .flat_map(|s| s.times_ns.iter().zip(&s.iters).map(|(t, n)| t / n))
+                    .collect();
+                Some((id.clone(), target, crate::stats::median(&per)?))
+            })
+            .collect();
+        let valgrind = instructions::find_valgrind();
+        let work = r.cache_dir.join("runs").join("noise-callgrind");
+        for (k, (id, target, ns)) in ids.iter().enumerate() {
+            progress.rounds(k as u64, ids.len() as u64, &format!("instructions {id}"));
+            let exe = &exes.by_target[target];
+            let n = instructions::iterations_for(*ns);
+            let counts: Result<Vec<f64>, String> = match &valgrind {
+                None => Err("valgrind not found (tools/valgrind.sh installs it)".into()),
+                Some(vg) => (0..args.instructions)
+                    .map(|_| instructions::per_iteration(vg, exe, id, n, &work))
+                    .collect(),
+            };
+            v.instructions.insert(id.clone(), counts);
+        }
+        let _ = std::fs::remove_dir_all(&work);
+    }
     Ok(NoiseRun {
         schema: SCHEMA.into(),
         created_unix_s: now_unix(),
@@ -429,6 +507,14 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         target: args.target,
         variants,
     })
+}
+
+/// The bench target whose executable lists `id` (the first that does).
+fn plan_target(exes: &crate::build::BenchExes, id: &str) -> Option<String> {
+    exes.by_target
+        .iter()
+        .find(|(_, exe)| crate::measure::list_ids(exe, None).iter().any(|x| x == id))
+        .map(|(t, _)| t.clone())
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -548,6 +634,50 @@ pub fn markdown(run: &NoiseRun) -> String {
             }
         }
         s.push_str(&line);
+        s.push('\n');
+    }
+    for v in &run.variants {
+        if v.instructions.is_empty() {
+            continue;
+        }
+        let spreads: Vec<(String, Spread)> = v
+            .instructions
+            .iter()
+            .map(|(id, c)| {
+                let r = match c {
+                    Ok(c) => match (spread(c), crate::stats::median(c)) {
+                        (Some(sp), Some(m)) => Ok((sp, c.len(), m)),
+                        _ => Err("fewer than 2 counts".into()),
+                    },
+                    Err(e) => Err(e.clone()),
+                };
+                (id.clone(), r)
+            })
+            .collect();
+        let held = spreads
+            .iter()
+            .filter(|(_, r)| matches!(r, Ok((sp, _, _)) if *sp <= 0.001))
+            .count();
+        s.push_str(&format!(
+            "\n### Instruction counts ({})\n\n{held} of {} single-threaded benchmarks within              0.1 % over repeated counts (callgrind, the serve loop only; spread = (max − min) /              median).\n\n| benchmark | counts | instructions / iteration | spread |\n|---|---:|---:|---:|\n",
+            v.name,
+            spreads.len()
+        ));
+        for (id, r) in &spreads {
+            match r {
+                Ok((sp, k, m)) => s.push_str(&format!(
+                    "| `{}` | {k} | {m:.1} | {:.4} %{} |\n",
+                    id.replace('`', "'"),
+                    sp * 100.0,
+                    if *sp > 0.001 { " ⚠" } else { "" }
+                )),
+                Err(e) => s.push_str(&format!(
+                    "| `{}` | – | – | {} |\n",
+                    id.replace('`', "'"),
+                    e.replace('|', "/")
+                )),
+            }
+        }
         s.push('\n');
     }
     s

@@ -23,11 +23,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
-use crate::measure::{Measured, Measurer, TargetPlan};
+use crate::measure::serve::SAMPLING_MODE;
+use crate::measure::{Affinity, Measured, Measurer, TargetPlan};
 use crate::progress::Progress;
 use crate::results::{
     BenchResult, CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed,
-    E2eSpeedSide, E2eStatus, Failure, RawSample, RefVerdict, Status, ThresholdSource,
+    E2eSpeedSide, E2eStatus, Failure, RawSample, RefVerdict, SpeedMetric, Status, ThresholdSource,
 };
 use crate::stats::{self, Policy};
 use crate::vocab::{Device, Dtype};
@@ -486,6 +487,63 @@ fn judge_side(
     }
 }
 
+/// The prefill row that goes with a check's decode-step row: the same availability (not run,
+/// failed), its own samples and decision.
+fn prefill_row(
+    step: &E2eSpeed,
+    collected: &crate::measure::Collected,
+    by_id: &BTreeMap<&str, &BenchResult>,
+    policy: &Policy,
+    profiles: &[BTreeMap<String, Vec<(u32, Profile)>>; 2],
+) -> Option<E2eSpeed> {
+    let id = prefill_id(&step.id);
+    let c = collected.benches.get(&id)?;
+    let prompt_tokens = |s: usize| {
+        profiles[s]
+            .get(&step.id)
+            .and_then(|v| v.first())
+            .map_or(0, |(_, p)| p.prompt_ids.len())
+    };
+    let side = |samples: &[RawSample], s: usize| -> Option<E2eSpeedSide> {
+        let runs_ms: Vec<Vec<f64>> = samples
+            .iter()
+            .map(|x| x.times_ns.iter().map(|t| t / 1e6).collect())
+            .collect();
+        let per_round_ms: Vec<f64> = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
+        let median = stats::median(&per_round_ms)?;
+        Some(E2eSpeedSide {
+            per_round_ms,
+            runs_ms,
+            median_ms_per_step: median,
+            tok_s: prompt_tokens(s) as f64 * 1e3 / median,
+            prefill_ms: median,
+            cuda_graph: None,
+            paired: samples.iter().all(|x| x.sampling_mode == SAMPLING_MODE),
+        })
+    };
+    let bench = by_id.get(id.as_str());
+    let mut row = E2eSpeed {
+        id,
+        metric: SpeedMetric::Prefill,
+        base: side(&c.base, 0),
+        head: side(&c.head, 1),
+        change: bench.and_then(|b| b.change),
+        threshold: bench.map_or(policy.floor, |b| b.threshold),
+        threshold_source: bench.map_or(ThresholdSource::Floor, |b| b.threshold_source),
+        rounds: bench.map_or(0, |b| b.rounds),
+        confirmed: bench.is_some_and(|b| b.confirmed),
+        graph_flag: None,
+        ..step.clone()
+    };
+    if row.not_run.is_none() && row.status != Some(Status::Failed) {
+        row.status = bench.map(|b| b.status);
+        row.note = bench.and_then(|b| b.note.clone());
+    } else {
+        row.change = None;
+    }
+    Some(row)
+}
+
 fn speed_side(profiles: &[(u32, Profile)]) -> Option<E2eSpeedSide> {
     if profiles.is_empty() {
         return None;
@@ -504,6 +562,7 @@ fn speed_side(profiles: &[(u32, Profile)]) -> Option<E2eSpeedSide> {
         tok_s: 1e3 / median,
         prefill_ms: stats::median(&prefill).unwrap_or(f64::NAN),
         cuda_graph: profiles.last().and_then(|(_, p)| p.cuda_graph),
+        paired: false,
     })
 }
 
@@ -571,6 +630,7 @@ pub fn run_single(
         };
         speed.push(E2eSpeed {
             id: check.id.clone(),
+            metric: SpeedMetric::DecodeStep,
             device: check.device,
             dtype: check.dtype,
             // A check that failed to run is ⛔ here too, not ⏭ (as in `run_compare`).
@@ -621,9 +681,14 @@ fn build_failures(envs: &[&SideEnv]) -> Vec<Failure> {
         .collect()
 }
 
-/// The speed rounds' measurer: "bench target" = check id; one `engine profile` call per side
-/// per round, its timed runs as the samples. Every profile is kept for the correctness check
-/// and the report; failures are kept with their classification (⏭ or ⛔).
+/// The speed rounds' measurer: "bench target" = check id, and two rows per check: the check id
+/// (ms per decode step) and [`prefill_id`] (ms of the prefill). When both sides' engines serve
+/// (`engine profile --serve`), a round is **paired** like the micro-benchmarks': both engines
+/// keep the model loaded and the harness asks them for one timed decode each in turn, ABBA,
+/// `e2e.runs` times per side ([`E2eMeasurer::measure_pair`]); a one-thread CPU check runs both
+/// on one CPU (`affinity`). Otherwise one `engine profile` call per side per round, its timed
+/// runs as the samples. Every profile is kept for the correctness check and the report;
+/// failures are kept with their classification (⏭ or ⛔).
 pub struct E2eMeasurer<'a> {
     pub cfg: &'a E2eConfig,
     pub checks: BTreeMap<String, Check>,
@@ -632,6 +697,29 @@ pub struct E2eMeasurer<'a> {
     pub prepared: [BTreeMap<String, Result<Prepared, Blocked>>; 2],
     pub profiles: [BTreeMap<String, Vec<(u32, Profile)>>; 2],
     pub failed: [BTreeMap<String, Blocked>; 2],
+    /// Where a one-thread CPU check's engines run.
+    pub affinity: Affinity,
+    /// Per side: whether its engine serves profiles (probed once).
+    pub serves: [Option<bool>; 2],
+}
+
+/// The row id of a check's prefill time.
+pub fn prefill_id(check: &str) -> String {
+    format!("{check}/prefill")
+}
+
+/// A speed row's samples of one round: one per timed decode, ns.
+fn row(id: String, round: u32, mode: &str, times_ms: Vec<f64>) -> Measured {
+    Measured {
+        id,
+        throughput: None,
+        sample: RawSample {
+            round,
+            sampling_mode: mode.into(),
+            iters: vec![1.0; times_ms.len()],
+            times_ns: times_ms.iter().map(|t| t * 1e6).collect(),
+        },
+    }
 }
 
 fn ix(side: Side) -> usize {
@@ -644,6 +732,118 @@ fn ix(side: Side) -> usize {
 impl Measurer for E2eMeasurer<'_> {
     fn has_target(&self, side: Side, target: &str) -> bool {
         matches!(self.prepared[ix(side)].get(target), Some(Ok(_)))
+    }
+
+    /// One unit per check, whatever the filter: a paired run measures both its rows.
+    fn bench_ids(&self, side: Side, target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
+        self.has_target(side, target)
+            .then(|| vec![target.to_string()])
+    }
+
+    fn can_pair(&mut self, side: Side, _target: &str) -> Result<(), String> {
+        let s = ix(side);
+        let serves = match self.serves[s] {
+            Some(b) => b,
+            None => {
+                let b = self.tools[s].as_ref().is_some_and(Tools::can_serve_profile);
+                self.serves[s] = Some(b);
+                b
+            }
+        };
+        if serves {
+            Ok(())
+        } else {
+            Err(format!(
+                "the {} engine has no `profile --serve` (its revision predates it)",
+                side.name()
+            ))
+        }
+    }
+
+    fn measure_pair(
+        &mut self,
+        target: &str,
+        _id: &str,
+        order: [Side; 2],
+        round: u32,
+    ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
+        let Some(check) = self.checks.get(target).cloned() else {
+            return Err((order[0], ProcessFailure::bare(format!("no check {target}"))));
+        };
+        let cpu = (check.device == Device::Cpu)
+            .then(|| self.affinity.cpu_for_threads(self.cfg.threads))
+            .flatten();
+        let mut servers = Vec::with_capacity(2);
+        for side in order {
+            let s = ix(side);
+            let (Some(Ok(p)), Some(tools)) = (self.prepared[s].get(target), self.tools[s].as_ref())
+            else {
+                return Err((
+                    side,
+                    ProcessFailure::bare(format!("{target} is not prepared on {}", side.name())),
+                ));
+            };
+            match tools.profile_server(&profile_request(self.cfg, &check, p), cpu) {
+                Ok(server) => servers.push(server),
+                Err(f) => {
+                    for server in servers {
+                        let _ = server.fail(String::new());
+                    }
+                    let pf = f.failure.clone();
+                    self.failed[s].insert(target.to_string(), Blocked::from_tool(f));
+                    return Err((side, pf));
+                }
+            }
+        }
+        // ABBA over the requests, as the benchmarks' samples (measure/serve.rs).
+        let mut runs: [Vec<tools::ServedRun>; 2] = Default::default();
+        let mut failure = None;
+        'requests: for i in 0..self.cfg.runs.max(1) {
+            let turn = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for k in turn {
+                match servers[k].run() {
+                    Ok(r) => runs[k].push(r),
+                    Err(e) => {
+                        failure = Some((k, e));
+                        break 'requests;
+                    }
+                }
+            }
+        }
+        let mut servers = servers.into_iter();
+        let (a, b) = (servers.next().expect("two"), servers.next().expect("two"));
+        let finished = match failure {
+            Some((k, message)) => {
+                let fs = [a, b].map(|srv| srv.fail(message.clone()));
+                Err((k, fs[k].clone()))
+            }
+            None => match (a.finish(), b.finish()) {
+                (Ok(pa), Ok(pb)) => Ok([pa, pb]),
+                (Err(f), _) => Err((0, f)),
+                (_, Err(f)) => Err((1, f)),
+            },
+        };
+        let profiles = match finished {
+            Ok(p) => p,
+            Err((k, f)) => {
+                let side = order[k];
+                let pf = f.failure.clone();
+                self.failed[ix(side)].insert(target.to_string(), Blocked::from_tool(f));
+                return Err((side, pf));
+            }
+        };
+        let mut out = Vec::new();
+        for ((side, prof), served) in order.into_iter().zip(profiles).zip(runs) {
+            self.profiles[ix(side)]
+                .entry(target.to_string())
+                .or_default()
+                .push((round, prof));
+            let steps = served.iter().map(|r| r.ms_per_step).collect();
+            let prefill = served.iter().map(|r| r.prefill_ms).collect();
+            out.push((side, row(target.to_string(), round, SAMPLING_MODE, steps)));
+            out.push((side, row(prefill_id(target), round, SAMPLING_MODE, prefill)));
+        }
+        Ok(out)
     }
 
     fn measure(
@@ -666,25 +866,25 @@ impl Measurer for E2eMeasurer<'_> {
         };
         match tools.profile(&profile_request(self.cfg, check, p)) {
             Ok(prof) => {
-                let times: Vec<f64> = prof.runs.iter().map(|r| r.ms_per_step * 1e6).collect();
-                let sample = RawSample {
-                    round,
-                    sampling_mode: "flat".into(),
-                    iters: vec![1.0; times.len()],
-                    times_ns: times,
-                };
+                let steps: Vec<f64> = prof.runs.iter().map(|r| r.ms_per_step).collect();
+                // A plain call reports one prefill time (the median of its runs).
+                let prefill = vec![prof.prefill_ms]
+                    .into_iter()
+                    .filter(|t| *t > 0.0)
+                    .collect();
                 self.profiles[s]
                     .entry(target.to_string())
                     .or_default()
                     .push((round, prof));
-                Ok(BTreeMap::from([(
+                let mut out = BTreeMap::from([(
                     target.to_string(),
-                    Measured {
-                        id: target.to_string(),
-                        throughput: None,
-                        sample,
-                    },
-                )]))
+                    row(target.to_string(), round, "flat", steps),
+                )]);
+                let pre = row(prefill_id(target), round, "flat", prefill);
+                if !pre.sample.times_ns.is_empty() {
+                    out.insert(pre.id.clone(), pre);
+                }
+                Ok(out)
             }
             Err(f) => {
                 let rf = ProcessFailure {
@@ -709,6 +909,7 @@ pub fn run_compare(
     policy: &Policy,
     rounds: u32,
     require_cuda: bool,
+    affinity: Affinity,
     progress: &dyn Progress,
 ) -> E2eResults {
     let mut prepared: [BTreeMap<String, Result<Prepared, Blocked>>; 2] = Default::default();
@@ -726,6 +927,8 @@ pub fn run_compare(
         prepared,
         profiles: Default::default(),
         failed: Default::default(),
+        affinity,
+        serves: [None, None],
     };
     let plan: Vec<TargetPlan> = checks
         .iter()
@@ -738,7 +941,7 @@ pub fn run_compare(
         "e2e: {} check(s), {rounds} interleaved rounds of `engine profile`",
         checks.len()
     ));
-    let (_collected, benches) =
+    let (collected, benches) =
         crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, None, progress);
     let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
 
@@ -788,11 +991,32 @@ pub fn run_compare(
             && matches!(h.status, E2eStatus::Diverged | E2eStatus::NearTie);
         let not_run_reason = |c: &E2eSideCheck| c.note.clone().unwrap_or_default();
 
-        let base_side = speed_side(m.profiles[0].get(&check.id).map_or(&[][..], |v| v));
-        let head_side = speed_side(m.profiles[1].get(&check.id).map_or(&[][..], |v| v));
+        // The rows show what was decided on: the rounds' samples (paired requests, or each
+        // call's timed runs), with the last call's CUDA-graph counters and prefill.
+        let sides = |s: usize, samples: fn(&crate::measure::Collect) -> &Vec<RawSample>| {
+            let profiles = m.profiles[s].get(&check.id).map_or(&[][..], |v| v);
+            let mut side = speed_side(profiles)?;
+            if let Some(c) = collected.benches.get(&check.id) {
+                let runs_ms: Vec<Vec<f64>> = samples(c)
+                    .iter()
+                    .map(|x| x.times_ns.iter().map(|t| t / 1e6).collect())
+                    .collect();
+                side.per_round_ms = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
+                side.runs_ms = runs_ms;
+                side.paired = samples(c).iter().all(|x| x.sampling_mode == SAMPLING_MODE);
+                if let Some(med) = stats::median(&side.per_round_ms) {
+                    side.median_ms_per_step = med;
+                    side.tok_s = 1e3 / med;
+                }
+            }
+            Some(side)
+        };
+        let base_side = sides(0, |c| &c.base);
+        let head_side = sides(1, |c| &c.head);
         let bench = by_id.get(check.id.as_str());
         let mut row = E2eSpeed {
             id: check.id.clone(),
+            metric: SpeedMetric::DecodeStep,
             device: check.device,
             dtype: check.dtype,
             status: None,
@@ -845,7 +1069,9 @@ pub fn run_compare(
                 None => format!("{flag}: check the decode step still runs as one graph"),
             });
         }
+        let prefill = prefill_row(&row, &collected, &by_id, policy, &m.profiles);
         speed.push(row);
+        speed.extend(prefill);
         correctness.push(E2eCorrectness {
             id: check.id.clone(),
             model: check.model.clone(),

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use super::contract::{OracleDecode, Profile, parse_oracle, parse_profile};
 use crate::build::{LOG_TAIL_LINES, tail};
+use crate::measure::serve::Server;
 use crate::vocab::{Device, Dtype, ProcessFailure};
 
 /// A tool run that did not give a result.
@@ -81,6 +82,28 @@ pub fn profile_settings(warmups: u32, runs: u32, decode_skip: u32, threads: u32)
     ]
 }
 
+/// The `engine profile` arguments of a request (no output flag).
+fn profile_args(req: &ProfileRequest<'_>) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "profile".into(),
+        "--model".into(),
+        req.model.display().to_string(),
+        "--ep".into(),
+        req.device.name().into(),
+        "--dtype".into(),
+        req.dtype.name().into(),
+    ];
+    args.extend(req.prompt.args());
+    args.extend(["--tokens".into(), req.tokens.to_string()]);
+    args.extend(profile_settings(
+        req.warmups,
+        req.runs,
+        req.decode_skip,
+        req.threads,
+    ));
+    args
+}
+
 /// Runs `exe args`, returning stdout; a non-zero exit is a failure with stderr's last lines.
 fn run(exe: &Path, args: &[String]) -> Result<String, ToolFailure> {
     let out = Command::new(exe)
@@ -150,26 +173,133 @@ pub fn cuda_unavailable(output: &str) -> Option<String> {
     None
 }
 
+/// Prefix of `engine profile --serve`'s protocol lines (engine/src/profile.rs, `serve`).
+pub const PROFILE_SERVE_PREFIX: &str = "engine-profile-serve";
+
+/// One timed decode answered by `engine profile --serve`.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct ServedRun {
+    pub prefill_ms: f64,
+    pub ms_per_step: f64,
+    pub generated_ids: Vec<u32>,
+}
+
+/// A running `engine profile --serve`: the model loaded, decoding on request.
+pub struct ProfileServer {
+    server: Server,
+    cuda: bool,
+}
+
+/// A failure of a served profile, classified as for a plain call (no usable CUDA: ⏭).
+fn served_failure(cuda: bool, message: String, log_tail: Vec<String>) -> ToolFailure {
+    let mut f = ToolFailure::new(message, log_tail);
+    if cuda {
+        let all = format!("{}\n{}", f.failure.message, f.failure.log_tail.join("\n"));
+        f.not_run = cuda_unavailable(&all);
+    }
+    f
+}
+
+impl ProfileServer {
+    /// Waits for `ready` (the model is loaded and warmed up).
+    fn ready(mut self) -> Result<ProfileServer, ToolFailure> {
+        let message = match self.server.next_line().as_deref() {
+            Some("ready") => return Ok(self),
+            None => format!(
+                "`{} profile --serve` ended before it was ready",
+                self.server.exe()
+            ),
+            Some(l) => format!(
+                "`{} profile --serve`: expected `{PROFILE_SERVE_PREFIX} ready`, got `{l}`",
+                self.server.exe()
+            ),
+        };
+        Err(self.fail(message))
+    }
+
+    /// One timed decode; an error leaves the server to [`ProfileServer::fail`].
+    pub fn run(&mut self) -> Result<ServedRun, String> {
+        let exe = self.server.exe().to_string();
+        self.server.send("run")?;
+        let line = self
+            .server
+            .next_line()
+            .ok_or_else(|| format!("`{exe} profile --serve` ended during a run"))?;
+        let json = line.strip_prefix("run ").ok_or_else(|| {
+            format!(
+                "`{exe} profile --serve`: expected `{PROFILE_SERVE_PREFIX} run {{…}}`, got `{line}`"
+            )
+        })?;
+        let r: ServedRun = serde_json::from_str(json)
+            .map_err(|e| format!("`{exe} profile --serve`: bad run answer: {e}"))?;
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        if !ok(r.ms_per_step) || !ok(r.prefill_ms) {
+            return Err(format!("`{exe} profile --serve`: bad times in {json}"));
+        }
+        Ok(r)
+    }
+
+    /// Ends a server after a failed request: the failure with its output tail.
+    pub fn fail(self, message: String) -> ToolFailure {
+        let cuda = self.cuda;
+        let tail = self.server.abort();
+        served_failure(cuda, message, tail)
+    }
+
+    /// Ends the requests: the `engine-profile/1` report of the served runs.
+    pub fn finish(mut self) -> Result<Profile, ToolFailure> {
+        self.server.close();
+        let exe = self.server.exe().to_string();
+        let report = match self.server.next_line() {
+            Some(l) => match l.strip_prefix("done ") {
+                Some(json) => parse_profile(json),
+                None => Err(format!(
+                    "`{exe} profile --serve`: expected `{PROFILE_SERVE_PREFIX} done {{…}}`, got `{l}`"
+                )),
+            },
+            None => Err(format!("`{exe} profile --serve` gave no final report")),
+        };
+        let cuda = self.cuda;
+        match (report, self.server.finish()) {
+            (Ok(p), Ok(())) => Ok(p),
+            (Err(e), Ok(())) => Err(served_failure(cuda, e, Vec::new())),
+            (_, Err((message, log_tail))) => Err(served_failure(
+                cuda,
+                format!("`{exe} profile --serve`: {message}"),
+                log_tail,
+            )),
+        }
+    }
+}
+
 impl Tools {
+    /// Whether this revision's `engine profile` can serve (`--serve`, engine/src/profile.rs);
+    /// older revisions are timed one process per call.
+    pub fn can_serve_profile(&self) -> bool {
+        Command::new(&self.engine)
+            .args(["profile", "--help"])
+            .stdin(Stdio::null())
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--serve"))
+    }
+
+    /// `engine profile … --serve`, started on CPU `cpu` when given, once it is ready.
+    pub fn profile_server(
+        &self,
+        req: &ProfileRequest<'_>,
+        cpu: Option<usize>,
+    ) -> Result<ProfileServer, ToolFailure> {
+        let mut cmd = Command::new(&self.engine);
+        cmd.args(profile_args(req)).arg("--serve");
+        let cuda = req.device == Device::Cuda;
+        let server = Server::spawn(cmd, PROFILE_SERVE_PREFIX, cpu)
+            .map_err(|e| served_failure(cuda, e, Vec::new()))?;
+        ProfileServer { server, cuda }.ready()
+    }
+
     /// `engine profile … --json`.
     pub fn profile(&self, req: &ProfileRequest<'_>) -> Result<Profile, ToolFailure> {
-        let mut args: Vec<String> = vec![
-            "profile".into(),
-            "--model".into(),
-            req.model.display().to_string(),
-            "--ep".into(),
-            req.device.name().into(),
-            "--dtype".into(),
-            req.dtype.name().into(),
-        ];
-        args.extend(req.prompt.args());
-        args.extend(["--tokens".into(), req.tokens.to_string()]);
-        args.extend(profile_settings(
-            req.warmups,
-            req.runs,
-            req.decode_skip,
-            req.threads,
-        ));
+        let mut args = profile_args(req);
         args.push("--json".into());
         let out = run(&self.engine, &args).map_err(|mut f| {
             if req.device == Device::Cuda {

@@ -8,6 +8,7 @@
 
 pub mod affinity;
 pub mod criterion;
+pub mod instructions;
 pub mod plan;
 pub mod rounds;
 pub mod serve;

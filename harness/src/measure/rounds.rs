@@ -65,14 +65,16 @@ pub trait Measurer {
         Err("this measurer has no paired sampling".into())
     }
     /// Measures benchmark `id` of `target` on both sides at once, `order[0]` first, paired
-    /// sample by sample. Only called when [`Measurer::can_pair`] said yes for both sides.
+    /// sample by sample: each side's samples of `id` (and of any other row the same paired run
+    /// measures, such as an end-to-end check's prefill). Only called when
+    /// [`Measurer::can_pair`] said yes for both sides.
     fn measure_pair(
         &mut self,
         target: &str,
         id: &str,
         order: [Side; 2],
         round: u32,
-    ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
+    ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
         let _ = (target, id, round);
         Err((
             order[0],
@@ -154,7 +156,7 @@ impl Measurer for CriterionMeasurer {
         id: &str,
         order: [Side; 2],
         round: u32,
-    ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
+    ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
         let missing = |side: Side| {
             (
                 side,
@@ -169,7 +171,7 @@ impl Measurer for CriterionMeasurer {
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
         let cpu = self.affinity.cpu_for_bench(id);
         match super::serve::measure_pair(exes, id, &settings, round, cpu) {
-            Ok([a, b]) => Ok([(order[0], a), (order[1], b)]),
+            Ok([a, b]) => Ok(vec![(order[0], a), (order[1], b)]),
             Err(f) => Err((order[f.which], f.failure)),
         }
     }
@@ -509,9 +511,11 @@ mod tests {
             id: &str,
             order: [Side; 2],
             round: u32,
-        ) -> Result<[(Side, Measured); 2], (Side, ProcessFailure)> {
+        ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
             self.pairs.push((id.to_string(), order, round));
-            Ok(order.map(|side| (side, sample(id, side, round, "paired"))))
+            Ok(order
+                .map(|side| (side, sample(id, side, round, "paired")))
+                .to_vec())
         }
     }
 

@@ -40,9 +40,12 @@ pub struct PairFailure {
     pub failure: ProcessFailure,
 }
 
-/// One serving executable.
-struct Server {
+/// One serving process: a line protocol over its stdin and stdout, each of its lines starting
+/// with `prefix` (other lines are kept for the failure tail). Also the end-to-end stage's
+/// `engine profile --serve` client (`crate::e2e`).
+pub struct Server {
     exe: String,
+    prefix: &'static str,
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -52,21 +55,31 @@ struct Server {
 }
 
 impl Server {
-    /// Starts `exe` serving `id`, on CPU `cpu` only when given (`super::affinity`).
+    /// Starts `exe` serving benchmark `id`, on CPU `cpu` only when given (`super::affinity`).
     fn start(exe: &Path, id: &str, cpu: Option<usize>) -> Result<Server, String> {
         // `--list`: an executable that does not know the protocol lists its benchmarks and
         // exits instead of running them all; one that does ignores its arguments.
         let mut cmd = Command::new(exe);
-        super::affinity::apply(&mut cmd, cpu);
-        let mut child = cmd
-            .args(["--bench", "--list"])
+        cmd.args(["--bench", "--list"])
             .env(SERVE_ENV, id)
-            .current_dir(exe.parent().unwrap_or(Path::new(".")))
+            .current_dir(exe.parent().unwrap_or(Path::new(".")));
+        Server::spawn(cmd, PREFIX, cpu)
+    }
+
+    /// Starts `cmd` (pinned to `cpu` when given) with piped stdin, stdout and stderr.
+    pub fn spawn(
+        mut cmd: Command,
+        prefix: &'static str,
+        cpu: Option<usize>,
+    ) -> Result<Server, String> {
+        super::affinity::apply(&mut cmd, cpu);
+        let exe = cmd.get_program().to_string_lossy().into_owned();
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+            .map_err(|e| format!("cannot run {exe}: {e}"))?;
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
         let stderr = child.stderr.take().expect("piped");
@@ -77,7 +90,8 @@ impl Server {
                 .collect::<Vec<_>>()
         });
         Ok(Server {
-            exe: exe.display().to_string(),
+            exe,
+            prefix,
             child,
             stdin,
             stdout,
@@ -86,8 +100,13 @@ impl Server {
         })
     }
 
+    /// The executable, for messages.
+    pub fn exe(&self) -> &str {
+        &self.exe
+    }
+
     /// The next protocol line, after the prefix and its space; `None` at end of output.
-    fn next(&mut self) -> Option<String> {
+    pub fn next_line(&mut self) -> Option<String> {
         let mut line = String::new();
         loop {
             line.clear();
@@ -96,17 +115,35 @@ impl Server {
                 Ok(_) => {}
             }
             let l = line.trim_end();
-            match l.strip_prefix(PREFIX) {
+            match l.strip_prefix(self.prefix) {
                 Some(rest) if rest.starts_with(' ') => return Some(rest[1..].to_string()),
                 _ => self.other.push(l.to_string()),
             }
         }
     }
 
+    /// Writes one request line; an error says the process stopped reading.
+    pub fn send(&mut self, line: &str) -> Result<(), String> {
+        let sent = self
+            .stdin
+            .as_mut()
+            .map(|s| writeln!(s, "{line}").and_then(|_| s.flush()));
+        if matches!(sent, Some(Ok(()))) {
+            Ok(())
+        } else {
+            Err(format!("{} stopped reading requests", self.exe))
+        }
+    }
+
+    /// Closes stdin (the end of requests) without waiting.
+    pub fn close(&mut self) {
+        drop(self.stdin.take());
+    }
+
     /// Waits for `ready <id> [bytes|elements <n>]`; returns the announced throughput. The id
     /// is matched whole (ids may hold spaces), the throughput is what follows it.
     fn ready(&mut self, id: &str) -> Result<Option<Throughput>, String> {
-        let Some(line) = self.next() else {
+        let Some(line) = self.next_line() else {
             return Err(format!("{} did not serve benchmark {id}", self.exe));
         };
         let rest = line
@@ -129,14 +166,9 @@ impl Server {
 
     /// Runs `n` iterations; their total time in ns.
     fn sample(&mut self, n: u64) -> Result<f64, String> {
-        let sent = self
-            .stdin
-            .as_mut()
-            .map(|s| writeln!(s, "{n}").and_then(|_| s.flush()));
-        if !matches!(sent, Some(Ok(()))) {
-            return Err(format!("{} stopped reading samples", self.exe));
-        }
-        let Some(line) = self.next() else {
+        self.send(&n.to_string())
+            .map_err(|_| format!("{} stopped reading samples", self.exe))?;
+        let Some(line) = self.next_line() else {
             return Err(format!(
                 "{} ended during a sample of {n} iterations",
                 self.exe
@@ -156,7 +188,7 @@ impl Server {
     }
 
     /// Closes stdin and waits; an unsuccessful exit is an error.
-    fn finish(mut self) -> Result<(), (String, Vec<String>)> {
+    pub fn finish(mut self) -> Result<(), (String, Vec<String>)> {
         drop(self.stdin.take());
         let status = self.child.wait();
         let log = self.log();
@@ -168,7 +200,7 @@ impl Server {
     }
 
     /// Kills the process (after a failure) and returns its output tail.
-    fn abort(mut self) -> Vec<String> {
+    pub fn abort(mut self) -> Vec<String> {
         drop(self.stdin.take());
         let _ = self.child.kill();
         let _ = self.child.wait();

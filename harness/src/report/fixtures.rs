@@ -52,6 +52,7 @@ fn measured(
         rounds: 6,
         confirmed: false,
         note: None,
+        instructions: None,
     }
 }
 
@@ -238,6 +239,7 @@ pub fn mixed() -> Results {
         rounds: 6,
         confirmed: false,
         note: None,
+        instructions: None,
     });
     benches.push(BenchResult {
         id: "softmax/online/576".into(),
@@ -251,6 +253,7 @@ pub fn mixed() -> Results {
         rounds: 6,
         confirmed: false,
         note: None,
+        instructions: None,
     });
     benches.push(BenchResult {
         id: "attention/gqa/128".into(),
@@ -264,6 +267,7 @@ pub fn mixed() -> Results {
         rounds: 3,
         confirmed: false,
         note: Some("PR: bench executable `attention` was killed by signal 11 (SIGSEGV)".into()),
+        instructions: None,
     });
     let failures = vec![Failure {
         side: Side::Head,
@@ -380,6 +384,7 @@ fn e2e_side(
         tok_s: 1e3 / ms,
         prefill_ms: 4.0 * ms,
         cuda_graph: graph,
+        paired: false,
     }
 }
 
@@ -471,6 +476,7 @@ pub fn with_e2e() -> Results {
          head: f64,
          g: (Option<CudaGraphCounters>, Option<CudaGraphCounters>)| E2eSpeed {
             id: id.into(),
+            metric: crate::results::SpeedMetric::DecodeStep,
             device,
             dtype: Dtype::F32,
             status: Some(status),

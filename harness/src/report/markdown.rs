@@ -286,15 +286,31 @@ fn failures(results: &Results) -> Option<String> {
     Some(s)
 }
 
-fn row(b: &BenchResult) -> String {
+/// The bench table's header, with an Instructions column when `instr`.
+fn table_header(instr: bool) -> String {
+    if instr {
+        "| Status | Benchmark | Base | PR | Change | CI | Threshold | Instructions |\n\
+         |:--|:--|--:|--:|--:|--:|--:|--:|\n"
+            .into()
+    } else {
+        TABLE_HEADER.into()
+    }
+}
+
+fn row(b: &BenchResult, instr: bool) -> String {
     let c = Cells::of(b);
     // Throughput goes on a second line of the time cell: the columns stay narrow.
     let side = |time: &str, tp: &Option<String>| match tp {
         Some(tp) => format!("{time}<br>{tp}"),
         None => time.to_string(),
     };
+    let extra = if instr {
+        format!(" {} |", super::instructions_cell(b))
+    } else {
+        String::new()
+    };
     format!(
-        "| {} {} | {} | {} | {} | {} | {} | {} |\n",
+        "| {} {} | {} | {} | {} | {} | {} | {} |{extra}\n",
         b.status.emoji(),
         b.status.label(),
         cell_code(&b.id),
@@ -319,31 +335,33 @@ fn table(results: &Results, blocks: &mut Vec<Block>) {
         ));
         return;
     }
+    let instr = super::has_instructions(&benches);
+    let header = table_header(instr);
     let fold = benches.len() > FOLD_NO_CHANGE_ABOVE;
     let (shown, folded): (Vec<&BenchResult>, Vec<&BenchResult>) = benches
         .into_iter()
         .partition(|b| !(fold && b.status == Status::NoChange));
     for (i, b) in shown.iter().enumerate() {
         let prefix = if i == 0 {
-            format!("\n{TABLE_HEADER}")
+            format!("\n{header}")
         } else {
             String::new()
         };
-        blocks.push(Block::new(Kind::Row, prefix + &row(b)));
+        blocks.push(Block::new(Kind::Row, prefix + &row(b, instr)));
     }
     for (i, b) in folded.iter().enumerate() {
         let prefix = if i == 0 {
             let n = folded.len();
             let noun = if n == 1 { "benchmark" } else { "benchmarks" };
             format!(
-                "\n<details><summary>✅ {n} {noun} {}</summary>\n\n{TABLE_HEADER}",
+                "\n<details><summary>✅ {n} {noun} {}</summary>\n\n{header}",
                 super::ok_summary(results)
             )
         } else {
             String::new()
         };
         blocks.push(Block {
-            text: prefix + &row(b),
+            text: prefix + &row(b, instr),
             kind: Kind::Row,
             closer: DETAILS_END,
         });

@@ -203,6 +203,28 @@ impl Cells {
     }
 }
 
+/// Whether any row has instruction counts (the table then has an Instructions column).
+fn has_instructions(benches: &[&BenchResult]) -> bool {
+    benches.iter().any(|b| b.instructions.is_some())
+}
+
+/// A row's Instructions cell: the change and both counts per iteration (`+1.6 % (12 345 → 12 543)`),
+/// `–` for a row with none, `not counted` when a side could not be counted.
+fn instructions_cell(b: &BenchResult) -> String {
+    let Some(ic) = &b.instructions else {
+        return EMPTY.into();
+    };
+    match (ic.base, ic.head, ic.change()) {
+        (Some(x), Some(y), Some(c)) => format!(
+            "{} ({} → {})",
+            format::change(c),
+            format::number(x),
+            format::number(y)
+        ),
+        _ => "not counted".into(),
+    }
+}
+
 /// Whether this is a single-revision end-to-end run (`harness e2e`).
 fn single_revision(results: &Results) -> bool {
     results

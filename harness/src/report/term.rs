@@ -148,7 +148,8 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
     if color {
         table.enforce_styling();
     }
-    table.set_header([
+    let instr = super::has_instructions(benches);
+    let mut header = vec![
         "Status",
         "Benchmark",
         "Base",
@@ -156,7 +157,11 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
         "Change",
         "CI",
         "Threshold",
-    ]);
+    ];
+    if instr {
+        header.push("Instructions");
+    }
+    table.set_header(header);
     for b in benches {
         let c = Cells::of(b);
         let side = |time: String, tp: Option<String>| match tp {
@@ -167,7 +172,7 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
             Some(col) if color => cell.fg(col),
             _ => cell,
         };
-        table.add_row(vec![
+        let mut cells = vec![
             paint(Cell::new(format!(
                 "{} {}",
                 b.status.emoji(),
@@ -179,9 +184,13 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
             paint(Cell::new(c.change)),
             Cell::new(c.ci),
             Cell::new(c.threshold),
-        ]);
+        ];
+        if instr {
+            cells.push(Cell::new(super::instructions_cell(b)));
+        }
+        table.add_row(cells);
     }
-    for i in 2..7 {
+    for i in 2..if instr { 8 } else { 7 } {
         if let Some(col) = table.column_mut(i) {
             col.set_cell_alignment(CellAlignment::Right);
         }

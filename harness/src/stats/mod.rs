@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod decide;
+mod instructions;
 mod noise;
 mod notes;
 mod paired;
@@ -25,6 +26,7 @@ pub use aggregate::{
     summarize,
 };
 pub use decide::{analyze, noisy, suspects};
+pub use instructions::{INSTRUCTION_STEP, with_instructions};
 pub use noise::{BIMODAL_BC, Interval, NoiseRound, NoiseRow, TAIL_FACTOR, bimodality, diagnose};
 pub use paired::{PairedT, holm, log_ratios, t_quantile, t_sf};
 pub use policy::{Policy, PolicyError, Rule};

@@ -258,8 +258,8 @@ mod tests {
     #[test]
     fn a_slow_first_sample_after_each_switch_is_seen_and_none_is_not() {
         // F S S F F S S F F S: F's switch samples are 0, 1, 3, 5, 7; S's 0, 2, 4, 6.
-        let mut f = vec![10.0; 10];
-        let mut s = vec![10.0; 10];
+        let mut f = [10.0; 10];
+        let mut s = [10.0; 10];
         for i in [0, 1, 3, 5, 7, 9] {
             f[i] = 11.0;
         }

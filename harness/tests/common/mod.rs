@@ -1,7 +1,7 @@
 //! The throwaway criterion crate the end-to-end test (`compare_e2e`: compare, calibrate and the
 //! pre-push hook) commits into its fixture repository: three benches `work/{slow,fast,same}/x`
 //! whose cost is set by constants in `src/lib.rs`. They also serve paired samples, as the
-//! engine's benches do, so the comparisons run paired.
+//! engine's benches do, so the comparisons run paired, and their instructions are counted.
 #![allow(dead_code)]
 
 pub const CARGO_TOML: &str = r#"[package]
@@ -27,22 +27,32 @@ pub const BENCH: &str = r#"use criterion::{criterion_group, criterion_main, Benc
 use std::hint::black_box;
 use std::io::{BufRead, Write};
 
-/// The harness's serve protocol (paired sampling; engine/benches/common/group.rs), inline.
-fn serve(id: &str, n: u64) -> ! {
-    let mut out = std::io::stdout();
-    writeln!(out, "harness-serve ready {id}").unwrap();
-    out.flush().unwrap();
-    for line in std::io::stdin().lock().lines() {
-        let iters: u64 = line.unwrap().trim().parse().unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..iters {
-            black_box(fixture::spin(black_box(n)));
+/// The harness's serve protocol (paired sampling), inline, under the same module path as
+/// engine/benches/common/group.rs: the harness counts instructions inside
+/// `*common::group::serve*`.
+mod common {
+    pub mod group {
+        use super::super::*;
+
+        #[inline(never)]
+        pub fn serve(id: &str, n: u64) -> ! {
+            let mut out = std::io::stdout();
+            writeln!(out, "harness-serve ready {id}").unwrap();
+            out.flush().unwrap();
+            for line in std::io::stdin().lock().lines() {
+                let iters: u64 = line.unwrap().trim().parse().unwrap();
+                let t = std::time::Instant::now();
+                for _ in 0..iters {
+                    black_box(fixture::spin(black_box(n)));
+                }
+                writeln!(out, "harness-serve {iters} {}", t.elapsed().as_nanos()).unwrap();
+                out.flush().unwrap();
+            }
+            std::process::exit(0)
         }
-        writeln!(out, "harness-serve {iters} {}", t.elapsed().as_nanos()).unwrap();
-        out.flush().unwrap();
     }
-    std::process::exit(0)
 }
+use common::group::serve;
 
 fn work(c: &mut Criterion) {
     let serving = std::env::var("HARNESS_BENCH_SERVE").ok();
