@@ -57,7 +57,7 @@ def git(*args, cwd):
                           timeout=300).stdout.strip()
 
 
-def prepare(work, rev, cases):
+def prepare(work, rev, cases, cases_dir=CASES):
     """The clone at `work` with branch case/NAME = `rev` + the case's patch, for each case."""
     if not (work / ".git").is_dir():
         work.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +69,7 @@ def prepare(work, rev, cases):
     git("config", "user.name", "eval", cwd=work)
     for name in cases:
         git("checkout", "-q", "--detach", rev, cwd=work)
-        git("apply", "--index", str(CASES / f"{name}.patch"), cwd=work)
+        git("apply", "--index", str(cases_dir / f"{name}.patch"), cwd=work)
         git("commit", "-q", "-m", f"case {name}", cwd=work)
         git("branch", "-f", f"case/{name}", "HEAD", cwd=work)
     git("checkout", "-q", "--detach", rev, cwd=work)
@@ -78,11 +78,12 @@ def prepare(work, rev, cases):
 def run_cases(a):
     rev = git("rev-parse", a.rev, cwd=REPO)
     pairs = [c.split(":", 1) for c in a.case]
+    cases_dir = Path(a.cases_dir)
     for name, _ in pairs:
-        if not (CASES / f"{name}.patch").is_file():
-            raise SystemExit(f"error: --case {name}: no {CASES / (name + '.patch')}")
+        if not (cases_dir / f"{name}.patch").is_file():
+            raise SystemExit(f"error: --case {name}: no {cases_dir / (name + '.patch')}")
     work = Path(a.work)
-    prepare(work, rev, [n for n, _ in pairs])
+    prepare(work, rev, [n for n, _ in pairs], cases_dir)
     for name, suite in pairs:
         out = Path(a.out) / name
         k = 1 + sum(1 for p in out.glob("run-*") if p.is_dir()) if out.is_dir() else 1
@@ -170,6 +171,8 @@ def main():
     r.add_argument("--case", action="append", required=True, help="NAME:SUITE (repeatable)")
     r.add_argument("--rev", default="HEAD", help="base revision (default HEAD)")
     r.add_argument("--config", default=str(CASES / "gate.yaml"))
+    r.add_argument("--cases-dir", default=str(CASES),
+                   help="where the NAME.patch files are (default harness/eval/cases)")
     r.add_argument("--work", default=str(Path.home() / ".cache" / "decoder-gate" / "gate-cases"))
     r.add_argument("--condition", default="quiet", help="recorded with the run (quiet, one-core)")
     r.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "cases"))

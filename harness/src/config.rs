@@ -61,6 +61,12 @@ pub struct CriterionSettings {
     /// bench target either side cannot serve. `false`: criterion runs only.
     #[serde(default = "default_paired")]
     pub paired: bool,
+    /// Pairs of processes per benchmark per round, one after the other, the samples split
+    /// between them (paired sampling only). A process keeps one speed for its life (its
+    /// physical pages; harness/STATS.md, "Per-process speed"), so more pairs per round average
+    /// that out of the round's estimate.
+    #[serde(default = "default_processes")]
+    pub processes_per_round: u32,
 }
 
 fn default_warm_up() -> f64 {
@@ -78,6 +84,9 @@ fn default_nresamples() -> u32 {
 fn default_paired() -> bool {
     true
 }
+fn default_processes() -> u32 {
+    1
+}
 
 impl Default for CriterionSettings {
     fn default() -> Self {
@@ -87,6 +96,7 @@ impl Default for CriterionSettings {
             sample_size: default_sample_size(),
             nresamples: default_nresamples(),
             paired: default_paired(),
+            processes_per_round: default_processes(),
         }
     }
 }
@@ -97,6 +107,8 @@ pub struct PairSettings {
     pub warm_up: Duration,
     pub measurement: Duration,
     pub samples: u32,
+    /// Pairs of processes per round (`processes_per_round`).
+    pub processes: u32,
 }
 
 impl CriterionSettings {
@@ -106,6 +118,7 @@ impl CriterionSettings {
             warm_up: Duration::from_secs_f64(self.warm_up_s),
             measurement: Duration::from_secs_f64(self.measurement_s),
             samples: self.sample_size,
+            processes: self.processes_per_round.max(1),
         }
     }
 
@@ -192,6 +205,21 @@ pub struct InstructionsConfig {
     /// needs valgrind and adds about a minute per 10 benchmarks.
     #[serde(default)]
     pub count: bool,
+    /// The suites that count them (default: every suite). The repository's quick suite leaves
+    /// them out: they would take about a minute of its 3.
+    #[serde(default)]
+    pub suites: Option<Vec<String>>,
+}
+
+impl InstructionsConfig {
+    /// Whether suite `name` counts instructions.
+    pub fn counts_in(&self, name: &str) -> bool {
+        self.count
+            && self
+                .suites
+                .as_ref()
+                .is_none_or(|s| s.iter().any(|x| x == name))
+    }
 }
 
 /// Whether single-threaded measured processes are pinned to one CPU.
@@ -478,6 +506,17 @@ impl Config {
             ));
         }
         check_criterion(&self.criterion, "criterion").map_err(|(k, m)| bad(&k, m))?;
+        for name in self.instructions.suites.iter().flatten() {
+            if !self.suites.contains_key(name) {
+                return Err(bad(
+                    "instructions.suites",
+                    format!(
+                        "no suite named {name:?} (suites: {})",
+                        self.suite_names().join(", ")
+                    ),
+                ));
+            }
+        }
         for (i, re) in self.affinity.multi_threaded.iter().enumerate() {
             if let Err(e) = regex_lite::Regex::new(re) {
                 return Err(bad(
@@ -592,6 +631,15 @@ fn check_criterion(c: &CriterionSettings, key: &str) -> Result<(), (String, Stri
     }
     if c.nresamples == 0 {
         return Err((format!("{key}.nresamples"), "must be at least 1".into()));
+    }
+    if c.processes_per_round == 0 || c.processes_per_round * 2 > c.sample_size {
+        return Err((
+            format!("{key}.processes_per_round"),
+            format!(
+                "{} must be at least 1 and leave each pair of processes 2 samples of the {}",
+                c.processes_per_round, c.sample_size
+            ),
+        ));
     }
     Ok(())
 }

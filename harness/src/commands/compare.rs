@@ -509,7 +509,7 @@ fn measure_benches(
         progress,
     );
     let (collected, mut benches) = r;
-    if opts.config.instructions.count {
+    if opts.config.instructions.counts_in(&opts.suite) {
         count_instructions(
             &m,
             &collected,

@@ -44,8 +44,8 @@ pub struct Args {
     #[arg(long)]
     rev: Option<String>,
     /// Measure a second variant in the same run, rounds alternating with the configured one:
-    /// `pin=off|one_cpu`, `warm_up_s=S`, `measurement_s=S`, `sample_size=N` (repeat the flag to
-    /// change several).
+    /// `pin=off|one_cpu`, `warm_up_s=S`, `measurement_s=S`, `sample_size=N`,
+    /// `processes_per_round=K` (repeat the flag to change several).
     #[arg(long = "against", value_name = "KEY=VALUE")]
     against: Vec<String>,
     /// Analyse a saved run instead of measuring: a `harness compare` results.json or a file this
@@ -295,11 +295,12 @@ impl Setup {
     fn describe(&self) -> String {
         let c = &self.criterion;
         format!(
-            "{}; warm-up {} s, measurement {} s, {} samples; {}",
+            "{}; warm-up {} s, measurement {} s, {} samples, {} process pair(s) per round; {}",
             if c.paired { "paired" } else { "criterion runs" },
             c.warm_up_s,
             c.measurement_s,
             c.sample_size,
+            c.processes_per_round,
             Affinity::from_config(&self.affinity).describe()
         )
     }
@@ -326,6 +327,13 @@ impl Setup {
                     }
                 }
                 "warm_up_s" => s.criterion.warm_up_s = num()?,
+                "processes_per_round" => {
+                    let n = num()?;
+                    if n.fract() != 0.0 {
+                        bail!("--against {kv}: processes_per_round is a whole number");
+                    }
+                    s.criterion.processes_per_round = n as u32;
+                }
                 "measurement_s" => s.criterion.measurement_s = num()?,
                 "sample_size" => {
                     let n = num()?;
@@ -335,7 +343,8 @@ impl Setup {
                     s.criterion.sample_size = n as u32;
                 }
                 _ => bail!(
-                    "--against {kv}: unknown key {k:?} (pin, warm_up_s, measurement_s, sample_size)"
+                    "--against {kv}: unknown key {k:?} (pin, warm_up_s, measurement_s, \
+                     sample_size, processes_per_round)"
                 ),
             }
         }

@@ -221,8 +221,9 @@ impl Server {
 }
 
 /// Measures benchmark `id` on `exes[0]` and `exes[1]` (in that order first: the round's order),
-/// paired sample by sample, both on CPU `cpu` when given. Returns each executable's samples,
-/// stamped with `round`.
+/// paired sample by sample, both on CPU `cpu` when given, with `settings.processes` pairs of
+/// processes one after the other (the samples split between them; odd pairs start the other
+/// side first). Returns each executable's samples, stamped with `round`.
 pub fn measure_pair(
     exes: [&Path; 2],
     id: &str,
@@ -230,6 +231,61 @@ pub fn measure_pair(
     round: u32,
     cpu: Option<usize>,
 ) -> Result<[Measured; 2], PairFailure> {
+    let k = settings.processes.max(1);
+    let mut throughput = None;
+    let mut iters: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for j in 0..k {
+        // This pair's share of the samples and of the measurement time.
+        let samples = settings.samples / k + u32::from(j < settings.samples % k);
+        if samples == 0 {
+            continue;
+        }
+        let per_pair = PairSettings {
+            samples,
+            measurement: settings.measurement.mul_f64(f64::from(samples))
+                / settings.samples.max(1),
+            ..*settings
+        };
+        let swap = j % 2 == 1;
+        let order = if swap { [exes[1], exes[0]] } else { exes };
+        let (t, n, ts) = measure_one_pair(order, id, &per_pair, cpu).map_err(|mut f| {
+            if swap {
+                f.which = 1 - f.which;
+            }
+            f
+        })?;
+        throughput = throughput.or(t);
+        let [a, b] = ts;
+        let (a, b) = if swap { (b, a) } else { (a, b) };
+        for (side, ts) in [(0, a), (1, b)] {
+            iters[side].extend(std::iter::repeat_n(n as f64, ts.len()));
+            times[side].extend(ts);
+        }
+    }
+    let [ia, ib] = iters;
+    let [a, b] = times;
+    let measured = |iters: Vec<f64>, times_ns: Vec<f64>| Measured {
+        id: id.to_string(),
+        throughput,
+        sample: RawSample {
+            round,
+            sampling_mode: SAMPLING_MODE.into(),
+            iters,
+            times_ns,
+        },
+    };
+    Ok([measured(ia, a), measured(ib, b)])
+}
+
+/// One pair of processes: started, warmed up, sampled ABBA, finished. Returns the announced
+/// throughput, the iterations per sample and each side's sample times.
+fn measure_one_pair(
+    exes: [&Path; 2],
+    id: &str,
+    settings: &PairSettings,
+    cpu: Option<usize>,
+) -> Result<(Option<Throughput>, u64, [Vec<f64>; 2]), PairFailure> {
     let mut servers: Vec<Server> = Vec::with_capacity(2);
     let mut throughput = None;
     for (which, exe) in exes.iter().enumerate() {
@@ -279,18 +335,7 @@ pub fn measure_pair(
             });
         }
     }
-    let [a, b] = times;
-    let measured = |times_ns: Vec<f64>| Measured {
-        id: id.to_string(),
-        throughput,
-        sample: RawSample {
-            round,
-            sampling_mode: SAMPLING_MODE.into(),
-            iters: vec![n as f64; times_ns.len()],
-            times_ns,
-        },
-    };
-    Ok([measured(a), measured(b)])
+    Ok((throughput, n, times))
 }
 
 /// The iteration count every sample ran and each side's sample times (ns).
@@ -393,6 +438,7 @@ mod tests {
             warm_up: Duration::from_micros(5),
             measurement: Duration::from_millis(1),
             samples: 4,
+            processes: 1,
         }
     }
 
@@ -422,6 +468,27 @@ mod tests {
         assert_eq!(mb.sample.round, 3);
         assert_eq!(ma.throughput, Some(Throughput::Elements(7)));
         assert_eq!(ma.id, ID);
+    }
+
+    #[test]
+    fn two_process_pairs_split_the_samples_and_the_second_starts_the_other_side_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let a = script(dir.path(), "A", 1000, true, &log);
+        let b = script(dir.path(), "B", 2000, true, &log);
+        let s = PairSettings {
+            processes: 2,
+            ..settings()
+        };
+        let [ma, mb] = measure_pair([&a, &b], ID, &s, 0, None).unwrap();
+        let order: String = std::fs::read_to_string(&log).unwrap().lines().collect();
+        // Pair 1: warm-up A, B, then ABBA; pair 2: warm-up B, A, then BAAB.
+        assert_eq!(order, ["AAA", "BB", "ABBA", "BB", "AAA", "BAAB"].concat());
+        assert_eq!(ma.sample.times_ns.len(), 4);
+        assert_eq!(mb.sample.times_ns.len(), 4);
+        // Each pair's samples are half the measurement: 0.5 ms / 2 at 2 µs per iteration.
+        assert_eq!(ma.sample.iters, vec![125.0; 4]);
+        assert_eq!(mb.sample.times_ns, vec![250_000.0; 4]);
     }
 
     #[test]
