@@ -553,10 +553,11 @@ fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_row
         "{}",
         v["method"]
     );
-    // Requests alternate ABBA within a round (3 per side): BHHBBH or HBBHHB.
+    // Requests alternate ABBA within a round (3 timed per side), and the first request after
+    // a switch of engine is an untimed warm-up: BB HH H BB B HH H … (B: base, H: head).
     let order: String = fs::read_to_string(&log).unwrap().lines().collect();
-    let first = &order[..6];
-    assert!(first == "BHHBBH" || first == "HBBHHB", "{order}");
+    let first = &order[..10];
+    assert!(first == "BBHHHBBBHH" || first == "HHBBBHHHBB", "{order}");
     // Each timed decode is a sample of the round, paired.
     let samples = &step["base"]["runs_ms"].as_array().unwrap()[0];
     assert_eq!(samples.as_array().unwrap().len(), 3, "{step}");

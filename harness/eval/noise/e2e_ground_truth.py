@@ -3,7 +3,8 @@
 
 Two `engine profile --serve` processes (base and changed engine, same model, same prompt), both
 pinned to one CPU, asked for timed decodes in turn ABBA for many rounds; each round is a fresh
-pair of processes. Per round the median over request pairs of ln(changed / base), for the decode
+pair of processes; the first decode after a switch of engine is a warm-up, not kept (as the
+harness does). Per round the median over request pairs of ln(changed / base), for the decode
 step and for the prefill; over rounds the Hodges-Lehmann estimate with a distribution-free 95 %
 interval (the order statistics of the Walsh averages, normal approximation of the signed-rank
 distribution). Standard library only.
@@ -78,8 +79,12 @@ def main():
         order = ["base", "head"] if r % 2 == 0 else ["head", "base"]
         procs = {s: start(getattr(a, s), args, a.cpu) for s in order}
         got = {"base": [], "head": []}
+        last = None
         for i in range(a.requests):
             for s in (order if i % 2 == 0 else order[::-1]):
+                if last != s:
+                    run(procs[s])  # the first decode after a switch of engine is not kept
+                last = s
                 got[s].append(run(procs[s]))
         for p in procs.values():
             p.stdin.close()
