@@ -243,8 +243,7 @@ pub fn measure_pair(
         }
         let per_pair = PairSettings {
             samples,
-            measurement: settings.measurement.mul_f64(f64::from(samples))
-                / settings.samples.max(1),
+            measurement: settings.measurement.mul_f64(f64::from(samples)) / settings.samples.max(1),
             ..*settings
         };
         let swap = j % 2 == 1;
