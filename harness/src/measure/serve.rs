@@ -277,6 +277,10 @@ pub fn measure_pair(
     Ok([measured(ia, a), measured(ib, b)])
 }
 
+/// What one pair of processes gave: the announced throughput, the iterations per sample and
+/// each side's sample times.
+type OnePair = (Option<Throughput>, u64, [Vec<f64>; 2]);
+
 /// One pair of processes: started, warmed up, sampled ABBA, finished. Returns the announced
 /// throughput, the iterations per sample and each side's sample times.
 fn measure_one_pair(
@@ -284,7 +288,7 @@ fn measure_one_pair(
     id: &str,
     settings: &PairSettings,
     cpu: Option<usize>,
-) -> Result<(Option<Throughput>, u64, [Vec<f64>; 2]), PairFailure> {
+) -> Result<OnePair, PairFailure> {
     let mut servers: Vec<Server> = Vec::with_capacity(2);
     let mut throughput = None;
     for (which, exe) in exes.iter().enumerate() {
