@@ -534,17 +534,13 @@ fn count_instructions(
     work_dir: &Path,
     progress: &dyn Progress,
 ) {
-    let multi: Vec<regex_lite::Regex> = affinity
-        .multi_threaded
-        .iter()
-        .filter_map(|r| regex_lite::Regex::new(r).ok())
-        .collect();
+    let affinity = Affinity::from_config(affinity);
     let valgrind = instructions::find_valgrind();
     let todo: Vec<usize> = benches
         .iter()
         .enumerate()
         .filter(|(_, b)| {
-            !multi.iter().any(|r| r.is_match(&b.id))
+            !affinity.is_multi_threaded(&b.id)
                 && !matches!(b.status, Status::Failed | Status::Added | Status::Removed)
                 && b.base.is_some()
                 && b.head.is_some()

@@ -471,17 +471,12 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         })
         .collect();
     if args.instructions > 0 {
-        let multi: Vec<regex_lite::Regex> = config
-            .affinity
-            .multi_threaded
-            .iter()
-            .filter_map(|r| regex_lite::Regex::new(r).ok())
-            .collect();
+        let affinity = Affinity::from_config(&config.affinity);
         let v = &mut variants[0];
         let ids: Vec<(String, String, f64)> = v
             .samples
             .iter()
-            .filter(|(id, _)| !multi.iter().any(|r| r.is_match(id)))
+            .filter(|(id, _)| !affinity.is_multi_threaded(id))
             .filter_map(|(id, [base, _])| {
                 let target = plan_target(&exes, id)?;
                 let per: Vec<f64> = base

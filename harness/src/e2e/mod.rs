@@ -505,11 +505,7 @@ fn prefill_row(
             .map_or(0, |(_, p)| p.prompt_ids.len())
     };
     let side = |samples: &[RawSample], s: usize| -> Option<E2eSpeedSide> {
-        let runs_ms: Vec<Vec<f64>> = samples
-            .iter()
-            .map(|x| x.times_ns.iter().map(|t| t / 1e6).collect())
-            .collect();
-        let per_round_ms: Vec<f64> = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
+        let (runs_ms, per_round_ms) = rounds_ms(samples);
         let median = stats::median(&per_round_ms)?;
         Some(E2eSpeedSide {
             per_round_ms,
@@ -564,6 +560,17 @@ fn speed_side(profiles: &[(u32, Profile)]) -> Option<E2eSpeedSide> {
         cuda_graph: profiles.last().and_then(|(_, p)| p.cuda_graph),
         paired: false,
     })
+}
+
+/// A speed row's recorded rounds: each round's timed decodes in ms, and each round's number
+/// ([`round_ms`]).
+fn rounds_ms(samples: &[RawSample]) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let runs_ms: Vec<Vec<f64>> = samples
+        .iter()
+        .map(|x| x.times_ns.iter().map(|t| t / 1e6).collect())
+        .collect();
+    let per_round = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
+    (runs_ms, per_round)
 }
 
 /// One call's number: the lower quartile of its timed runs' ms per step, the same robust
@@ -1007,12 +1014,7 @@ pub fn run_compare(
             let profiles = m.profiles[s].get(&check.id).map_or(&[][..], |v| v);
             let mut side = speed_side(profiles)?;
             if let Some(c) = collected.benches.get(&check.id) {
-                let runs_ms: Vec<Vec<f64>> = samples(c)
-                    .iter()
-                    .map(|x| x.times_ns.iter().map(|t| t / 1e6).collect())
-                    .collect();
-                side.per_round_ms = runs_ms.iter().filter_map(|r| round_ms(r)).collect();
-                side.runs_ms = runs_ms;
+                (side.runs_ms, side.per_round_ms) = rounds_ms(samples(c));
                 side.paired = samples(c).iter().all(|x| x.sampling_mode == SAMPLING_MODE);
                 if let Some(med) = stats::median(&side.per_round_ms) {
                     side.median_ms_per_step = med;

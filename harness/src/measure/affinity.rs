@@ -65,10 +65,14 @@ impl Affinity {
         }
     }
 
+    /// Whether `affinity.multi_threaded` names benchmark `id` (it runs on more than one thread).
+    pub fn is_multi_threaded(&self, id: &str) -> bool {
+        self.multi_threaded.iter().any(|r| r.is_match(id))
+    }
+
     /// The CPU benchmark `id` is pinned to, or `None` (multi-threaded, or pinning off).
     pub fn cpu_for_bench(&self, id: &str) -> Option<usize> {
-        let multi = self.multi_threaded.iter().any(|r| r.is_match(id));
-        self.cpu.filter(|_| !multi)
+        self.cpu.filter(|_| !self.is_multi_threaded(id))
     }
 
     /// The CPU a process running `threads` threads is pinned to (only one-thread ones are).
