@@ -1,7 +1,8 @@
 //! The cache layout: one directory per repository under the cache root
 //! (`$HARNESS_CACHE_DIR`, else the XDG cache), holding the slots (`worktrees/{base,head}`), the
 //! persistent target dirs (`target/{base,head}`), run scratch (`runs/`), the last run's outputs
-//! (`last-run/`, `last-e2e/`) and the calibration profiles (`profiles/<host fingerprint>.json`).
+//! (`last-run/`, `last-e2e/`), the calibration profiles (`profiles/<host fingerprint>.json`) and
+//! the instruction counts (`instructions/`, keyed by valgrind, executable bytes and benchmark).
 
 use std::path::{Path, PathBuf};
 

@@ -516,6 +516,7 @@ fn measure_benches(
             &mut benches,
             &opts.config.affinity,
             &work_dir,
+            &opts.cache_dir,
             progress,
         );
     }
@@ -532,6 +533,7 @@ fn count_instructions(
     benches: &mut [BenchResult],
     affinity: &crate::config::AffinityConfig,
     work_dir: &Path,
+    cache_dir: &Path,
     progress: &dyn Progress,
 ) {
     let affinity = Affinity::from_config(affinity);
@@ -548,6 +550,9 @@ fn count_instructions(
         .map(|(i, _)| i)
         .collect();
     let work = work_dir.join("callgrind");
+    let mut cache = valgrind
+        .as_deref()
+        .map(|v| instructions::CountCache::new(cache_dir.join("instructions"), v));
     for (k, &i) in todo.iter().enumerate() {
         let b = &mut benches[i];
         progress.rounds(
@@ -571,7 +576,11 @@ fn count_instructions(
         let mut errors = Vec::new();
         let mut side = |exes: &crate::build::BenchExes, name: &str| {
             let exe = exes.by_target.get(&target)?;
-            match instructions::per_iteration(valgrind, exe, &b.id, n, &work) {
+            let counted = match cache.as_mut() {
+                Some(c) => c.per_iteration(valgrind, exe, &b.id, n, &work),
+                None => instructions::per_iteration(valgrind, exe, &b.id, n, &work),
+            };
+            match counted {
                 Ok(x) => Some(x),
                 Err(e) => {
                     errors.push(format!("{name}: {e}"));

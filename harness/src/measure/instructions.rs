@@ -14,7 +14,13 @@
 //!
 //! Valgrind runs the program about 50× slower, so `n` is sized from the measured time per
 //! iteration to a few milliseconds of native work, and every run has a deadline.
+//!
+//! A count depends only on the executable's bytes, the benchmark and valgrind (the full-suite
+//! A/A of 2026-12-01 counted both sides' identical builds the same to the last digit on all 46
+//! single-threaded rows), so [`CountCache`] keeps them in the harness cache: a base commit that
+//! many pull requests share is counted once.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,6 +43,77 @@ pub fn find_valgrind() -> Option<PathBuf> {
         .output()
         .ok()?;
     out.status.success().then(|| PathBuf::from("valgrind"))
+}
+
+/// Counts kept on disk under `<cache>/instructions/`, one file per (valgrind version, executable
+/// sha256, benchmark id).
+pub struct CountCache {
+    dir: PathBuf,
+    valgrind_version: String,
+    exe_sha: HashMap<PathBuf, Option<String>>,
+}
+
+impl CountCache {
+    pub fn new(dir: PathBuf, valgrind: &Path) -> CountCache {
+        let valgrind_version = Command::new(valgrind)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        CountCache {
+            dir,
+            valgrind_version,
+            exe_sha: HashMap::new(),
+        }
+    }
+
+    /// The cache file of (`exe`, `id`), or `None` when the executable cannot be read.
+    fn file(&mut self, exe: &Path, id: &str) -> Option<PathBuf> {
+        use sha2::{Digest, Sha256};
+        let exe_sha = self
+            .exe_sha
+            .entry(exe.to_path_buf())
+            .or_insert_with(|| {
+                std::fs::read(exe)
+                    .ok()
+                    .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
+            })
+            .clone()?;
+        let mut h = Sha256::new();
+        for part in [self.valgrind_version.as_str(), exe_sha.as_str(), id] {
+            h.update(part.as_bytes());
+            h.update([0u8]);
+        }
+        Some(self.dir.join(format!("{:x}.json", h.finalize())))
+    }
+
+    /// A count from the cache, else measured ([`per_iteration`]) and kept.
+    pub fn per_iteration(
+        &mut self,
+        valgrind: &Path,
+        exe: &Path,
+        id: &str,
+        n: u64,
+        work: &Path,
+    ) -> Result<f64, String> {
+        let file = self.file(exe, id);
+        if let Some(x) = file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .filter(|x| x.is_finite() && *x > 0.0)
+        {
+            return Ok(x);
+        }
+        let x = per_iteration(valgrind, exe, id, n, work)?;
+        if let Some(f) = file {
+            // A cache that cannot be written only costs a recount next time.
+            let _ = std::fs::create_dir_all(&self.dir)
+                .and_then(|()| std::fs::write(&f, format!("{x}\n")));
+        }
+        Ok(x)
+    }
 }
 
 /// Iterations per counted sample for a benchmark taking `ns_per_iter` natively.
@@ -155,6 +232,38 @@ mod tests {
         );
         assert_eq!(totals("events: Ir Dr\ntotals: 77 3\n"), Some(77));
         assert_eq!(totals("events: Ir\n"), None);
+    }
+
+    #[test]
+    fn the_cache_keys_counts_by_the_executables_bytes_and_the_benchmark() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"one program").unwrap();
+        std::fs::write(&b, b"one program").unwrap();
+        let mut c = CountCache {
+            dir: dir.path().join("cache"),
+            valgrind_version: "valgrind-3.19.0".into(),
+            exe_sha: HashMap::new(),
+        };
+        let fa = c.file(&a, "g/f/p").unwrap();
+        assert_eq!(c.file(&b, "g/f/p").unwrap(), fa, "same bytes, same key");
+        assert_ne!(c.file(&a, "g/f/q").unwrap(), fa, "another benchmark");
+        let other = dir.path().join("c");
+        std::fs::write(&other, b"another program").unwrap();
+        assert_ne!(c.file(&other, "g/f/p").unwrap(), fa, "other bytes");
+        c.valgrind_version = "valgrind-3.22.0".into();
+        c.exe_sha.clear();
+        assert_ne!(c.file(&a, "g/f/p").unwrap(), fa, "another valgrind");
+        assert!(c.file(&dir.path().join("missing"), "g/f/p").is_none());
+        // A cached count is used without running valgrind (there is none at this path).
+        c.valgrind_version = "valgrind-3.19.0".into();
+        c.exe_sha.clear();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::write(&fa, "1234.5\n").unwrap();
+        let got = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 10, dir.path());
+        assert_eq!(got, Ok(1234.5));
+        let miss = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/q", 10, dir.path());
+        assert!(miss.is_err(), "{miss:?}");
     }
 
     #[test]
