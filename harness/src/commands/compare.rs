@@ -550,9 +550,10 @@ fn count_instructions(
         .map(|(i, _)| i)
         .collect();
     let work = work_dir.join("callgrind");
-    let mut cache = valgrind
-        .as_deref()
-        .map(|v| instructions::CountCache::new(cache_dir.join("instructions"), v));
+    let mut counter = valgrind.map(|v| {
+        let cache = instructions::CountCache::new(cache_dir.join("instructions"), &v.version);
+        (v.path, cache)
+    });
     for (k, &i) in todo.iter().enumerate() {
         let b = &mut benches[i];
         progress.rounds(
@@ -560,7 +561,7 @@ fn count_instructions(
             todo.len() as u64,
             &format!("instructions {}", b.id),
         );
-        let Some(valgrind) = valgrind.as_deref() else {
+        let Some((valgrind, cache)) = counter.as_mut() else {
             b.instructions = Some(InstructionCounts {
                 base: None,
                 head: None,
@@ -576,11 +577,7 @@ fn count_instructions(
         let mut errors = Vec::new();
         let mut side = |exes: &crate::build::BenchExes, name: &str| {
             let exe = exes.by_target.get(&target)?;
-            let counted = match cache.as_mut() {
-                Some(c) => c.per_iteration(valgrind, exe, &b.id, n, &work),
-                None => instructions::per_iteration(valgrind, exe, &b.id, n, &work),
-            };
-            match counted {
+            match cache.per_iteration(valgrind, exe, &b.id, n, &work) {
                 Ok(x) => Some(x),
                 Err(e) => {
                     errors.push(format!("{name}: {e}"));

@@ -494,8 +494,9 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             let n = instructions::iterations_for(*ns);
             let counts: Result<Vec<f64>, String> = match &valgrind {
                 None => Err("valgrind not found (tools/valgrind.sh installs it)".into()),
+                // Never from the count cache: the repeats are what is measured here.
                 Some(vg) => (0..args.instructions)
-                    .map(|_| instructions::per_iteration(vg, exe, id, n, &work))
+                    .map(|_| instructions::per_iteration(&vg.path, exe, id, n, &work))
                     .collect(),
             };
             v.instructions.insert(id.clone(), counts);

@@ -36,13 +36,23 @@ pub const TARGET_NS: f64 = 4e6;
 pub const DEADLINE: Duration = Duration::from_secs(300);
 
 /// valgrind on the PATH, when it runs.
-pub fn find_valgrind() -> Option<PathBuf> {
+pub struct Valgrind {
+    pub path: PathBuf,
+    /// What `valgrind --version` said (part of a cached count's key).
+    pub version: String,
+}
+
+/// valgrind on the PATH, when `valgrind --version` runs.
+pub fn find_valgrind() -> Option<Valgrind> {
     let out = Command::new("valgrind")
         .arg("--version")
         .stdin(Stdio::null())
         .output()
         .ok()?;
-    out.status.success().then(|| PathBuf::from("valgrind"))
+    out.status.success().then(|| Valgrind {
+        path: PathBuf::from("valgrind"),
+        version: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    })
 }
 
 /// Counts kept on disk under `<cache>/instructions/`, one file per (valgrind version, executable
@@ -54,16 +64,10 @@ pub struct CountCache {
 }
 
 impl CountCache {
-    pub fn new(dir: PathBuf, valgrind: &Path) -> CountCache {
-        let valgrind_version = Command::new(valgrind)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
+    pub fn new(dir: PathBuf, valgrind_version: &str) -> CountCache {
         CountCache {
             dir,
-            valgrind_version,
+            valgrind_version: valgrind_version.to_string(),
             exe_sha: HashMap::new(),
         }
     }
