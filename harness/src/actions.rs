@@ -233,6 +233,7 @@ mod tests {
             wall_s: 1.0,
             reproduce: vec![],
             e2e: None,
+            gate_changes: vec![],
         }
     }
 

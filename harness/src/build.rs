@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::progress::Progress;
@@ -34,6 +35,8 @@ pub struct BuildRequest<'a> {
     pub benches: &'a [String],
     /// Where cargo's stderr goes line by line (progress), besides being kept for the failure.
     pub on_line: &'a (dyn Fn(&str) + Sync),
+    /// How long the build may take (`deadlines.build_s`).
+    pub deadline: Duration,
 }
 
 /// Builds the bench executables. Bench targets that the suite names but the revision lacks are
@@ -69,6 +72,7 @@ pub fn build_benches(req: &BuildRequest<'_>) -> Result<BenchExes, ProcessFailure
         req.dir,
         req.target_dir,
         req.on_line,
+        req.deadline,
     )?;
     Ok(parse_cargo_messages(&stdout))
 }
@@ -91,6 +95,8 @@ pub struct BinsRequest<'a> {
     /// Build the engine with its `cuda` feature (only when this revision's engine has one).
     pub cuda: bool,
     pub on_line: &'a (dyn Fn(&str) + Sync),
+    /// How long the build may take (`deadlines.build_s`).
+    pub deadline: Duration,
 }
 
 /// `cargo build --release --bin engine --bin oracle` in the worktree, with the same persistent
@@ -117,6 +123,7 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, ProcessFailure> 
         req.dir,
         req.target_dir,
         req.on_line,
+        req.deadline,
     )?;
     let bins = parse_bin_messages(&stdout);
     match (bins.get("engine"), bins.get("oracle")) {
@@ -137,14 +144,17 @@ pub fn build_e2e_bins(req: &BinsRequest<'_>) -> Result<E2eBins, ProcessFailure> 
 /// Runs a prepared cargo command (`what`, for the error) in `dir` with `target_dir` as its target
 /// dir and returns its stdout (cargo's JSON messages) and stderr lines; stderr is streamed line by
 /// line to `on_line`, and its tail goes into the failure when cargo exits non-zero.
+/// A build past `deadline` is killed with its compilers (`crate::process`).
 fn run_cargo(
     mut cmd: Command,
     what: &str,
     dir: &Path,
     target_dir: &Path,
     on_line: &(dyn Fn(&str) + Sync),
+    deadline: Duration,
 ) -> Result<(String, Vec<String>), ProcessFailure> {
-    cmd.env("CARGO_TARGET_DIR", target_dir)
+    crate::process::own_group(&mut cmd)
+        .env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -152,6 +162,7 @@ fn run_cargo(
         message: format!("cannot run cargo in {}: {e}", dir.display()),
         log_tail: Vec::new(),
     })?;
+    let watch = crate::process::Deadline::watch(&child, deadline);
     let stderr = child.stderr.take().expect("piped");
     let (stdout, stderr_lines) = std::thread::scope(|s| {
         let err = s.spawn(move || {
@@ -174,6 +185,12 @@ fn run_cargo(
         message: format!("cargo in {}: {e}", dir.display()),
         log_tail: Vec::new(),
     })?;
+    if watch.fired() {
+        return Err(ProcessFailure {
+            message: watch.message(&format!("`{what}` in {}", dir.display()), "build_s"),
+            log_tail: tail(&stderr_lines, LOG_TAIL_LINES),
+        });
+    }
     if !status.success() {
         return Err(ProcessFailure {
             message: format!("`{what}` failed in {} ({status})", dir.display()),
@@ -196,13 +213,14 @@ fn package_has_feature(dir: &Path, package: &str, feature: &str) -> bool {
 /// `cargo metadata --no-deps` of the workspace at `dir` (None when cargo fails: the build that
 /// follows reports cargo's own error).
 fn cargo_metadata(dir: &Path) -> Option<serde_json::Value> {
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(dir)
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    // `--no-deps` reads only the workspace's manifests: seconds at most.
+    let (out, _) = crate::process::output(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .current_dir(dir)
+            .args(["metadata", "--format-version", "1", "--no-deps"]),
+        Duration::from_secs(120),
+    )
+    .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -289,6 +307,7 @@ pub fn build_side(
         packages: &config.packages,
         benches: targets,
         on_line: &on_line,
+        deadline: config.deadlines.build(),
     })
     .map_err(|failure| Failure {
         side,

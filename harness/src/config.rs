@@ -109,16 +109,19 @@ pub struct PairSettings {
     pub samples: u32,
     /// Pairs of processes per round (`processes_per_round`).
     pub processes: u32,
+    /// How long one serving process may live (`deadlines.bench_s`).
+    pub deadline: Duration,
 }
 
 impl CriterionSettings {
     /// Warm-up, measurement and sample count of a paired round (harness/src/measure/serve.rs).
-    pub fn pair_settings(&self) -> PairSettings {
+    pub fn pair_settings(&self, deadlines: &Deadlines) -> PairSettings {
         PairSettings {
             warm_up: Duration::from_secs_f64(self.warm_up_s),
             measurement: Duration::from_secs_f64(self.measurement_s),
             samples: self.sample_size,
             processes: self.processes_per_round.max(1),
+            deadline: deadlines.bench(),
         }
     }
 
@@ -157,6 +160,11 @@ pub struct Suite {
     pub rounds: Option<u32>,
     #[serde(default)]
     pub criterion: Option<CriterionSettings>,
+    /// Paired-round settings for the benchmarks `affinity.multi_threaded` names (default: the
+    /// suite's `criterion`). Two-thread products wait on the other vCPU's wake-up, so short
+    /// samples are much noisier for them than for single-threaded ones (harness/STATS.md §1).
+    #[serde(default)]
+    pub criterion_multi_threaded: Option<CriterionSettings>,
     /// `policy.rule: resolution`: the wall-time budget of this suite's benchmark rounds, in
     /// minutes (building and the end-to-end stage come on top). Rounds past the fixed passes go
     /// to the rows still open, most promising first, while the budget lasts and `policy.looks`
@@ -194,6 +202,48 @@ pub struct Config {
     /// Instruction counts beside the times (`measure::instructions`).
     #[serde(default)]
     pub instructions: InstructionsConfig,
+    /// How long one child process may run (`process`).
+    #[serde(default)]
+    pub deadlines: Deadlines,
+}
+
+/// `deadlines:` in harness.yaml: how long one child process may run before it is killed and
+/// reported ⛔ "timed out after N s" with its output tail; the run goes on without it.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Deadlines {
+    /// One `cargo build` of a revision (benches, or the e2e binaries). A cold build of this
+    /// workspace takes about 10 minutes on 2 cores; 60 leaves room for a slow runner.
+    pub build_s: f64,
+    /// One benchmark on one pair of processes (a serving pair's whole round, or one criterion
+    /// run), and one listing or probe of a bench executable. A round of one benchmark takes
+    /// about a second.
+    pub bench_s: f64,
+    /// One end-to-end call: an `engine profile` or `oracle decode` run, or one serving engine's
+    /// whole session for a check (SmolLM2's CPU check takes about a minute per side).
+    pub e2e_s: f64,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            build_s: 3600.0,
+            bench_s: 300.0,
+            e2e_s: 900.0,
+        }
+    }
+}
+
+impl Deadlines {
+    pub fn build(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.build_s)
+    }
+    pub fn bench(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.bench_s)
+    }
+    pub fn e2e(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.e2e_s)
+    }
 }
 
 /// `instructions:` in harness.yaml.
@@ -525,6 +575,18 @@ impl Config {
                 ));
             }
         }
+        for (key, v) in [
+            ("deadlines.build_s", self.deadlines.build_s),
+            ("deadlines.bench_s", self.deadlines.bench_s),
+            ("deadlines.e2e_s", self.deadlines.e2e_s),
+        ] {
+            if !(1.0..=86_400.0).contains(&v) {
+                return Err(bad(
+                    key,
+                    format!("{v}: expected seconds between 1 and 86400"),
+                ));
+            }
+        }
         for (name, suite) in &self.suites {
             if suite.benches.is_empty() && suite.e2e.is_empty() {
                 return Err(bad(
@@ -574,6 +636,10 @@ impl Config {
             }
             if let Some(c) = &suite.criterion {
                 check_criterion(c, &format!("suites.{name}.criterion"))
+                    .map_err(|(k, m)| bad(&k, m))?;
+            }
+            if let Some(c) = &suite.criterion_multi_threaded {
+                check_criterion(c, &format!("suites.{name}.criterion_multi_threaded"))
                     .map_err(|(k, m)| bad(&k, m))?;
             }
             for (target, filters) in &suite.benches {
@@ -886,7 +952,7 @@ mod tests {
         let p = Path::new("harness.yaml");
         let on = Config::parse(MINIMAL, p).unwrap().criterion;
         assert!(on.paired);
-        let s = on.pair_settings();
+        let s = on.pair_settings(&Deadlines::default());
         assert_eq!(s.warm_up.as_secs_f64(), on.warm_up_s);
         assert_eq!(s.measurement.as_secs_f64(), on.measurement_s);
         assert_eq!(s.samples, on.sample_size);

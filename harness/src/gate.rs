@@ -519,17 +519,29 @@ fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<
         .into_iter()
         .map(|d| {
             let c: &Collect = &collected.benches[&d.id];
-            let failed_side = collected
+            let failed_target = collected
                 .failed_targets
                 .iter()
                 .find(|(_, t)| *t == c.target)
                 .map(|(s, _)| s.name());
-            let (status, note) = match failed_side {
-                Some(side) => (
+            let failed_bench = collected
+                .failed_benches
+                .iter()
+                .find(|(_, b)| *b == d.id)
+                .map(|(s, _)| s.name());
+            let (status, note) = match (failed_target, failed_bench) {
+                (Some(side), _) => (
                     Status::Failed,
                     Some(format!("bench target {} failed to run on {side}", c.target)),
                 ),
-                None => (d.status, d.note),
+                (None, Some(side)) => (
+                    Status::Failed,
+                    Some(format!(
+                        "failed to run on {side} after {} round(s); see the failures",
+                        d.rounds
+                    )),
+                ),
+                (None, None) => (d.status, d.note),
             };
             BenchResult {
                 id: d.id,
@@ -821,6 +833,7 @@ mod tests {
             wall_s: 1.0,
             reproduce: vec![],
             e2e: None,
+            gate_changes: vec![],
         }
     }
 

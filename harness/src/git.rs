@@ -327,6 +327,43 @@ impl Repo {
         })
     }
 
+    /// The paths that differ between commit `base` and `head` (a commit, or with `working_tree`
+    /// the working tree as `git status` sees it on top of `head`), in git's order.
+    pub fn changed_paths(&self, base: &str, head: &str, working_tree: bool) -> Result<Vec<String>> {
+        let git_err = |what: &str| {
+            let path = self.repo.path().to_path_buf();
+            let what = what.to_string();
+            move |source| GitError::Git { what, path, source }
+        };
+        let base_tree = self
+            .commit(base)?
+            .tree()
+            .map_err(git_err("cannot read a tree"))?;
+        let head_tree = self
+            .commit(head)?
+            .tree()
+            .map_err(git_err("cannot read a tree"))?;
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), None)
+            .map_err(git_err("cannot diff base and head"))?;
+        let mut out: Vec<String> = diff
+            .deltas()
+            .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if working_tree {
+            out.extend(
+                self.changes()?
+                    .into_iter()
+                    .map(|p| p.to_string_lossy().into_owned()),
+            );
+            out.sort();
+            out.dedup();
+        }
+        Ok(out)
+    }
+
     fn commit(&self, spec: &str) -> Result<git2::Commit<'_>> {
         let object =
             self.repo

@@ -31,13 +31,15 @@ pub fn collect() -> HostInfo {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
-    let rustc = Command::new("rustc")
-        .arg("-V")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let rustc = crate::process::output(
+        Command::new("rustc").arg("-V"),
+        std::time::Duration::from_secs(60),
+    )
+    .ok()
+    .map(|(o, _)| o)
+    .filter(|o| o.status.success())
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    .unwrap_or_else(|| "unknown".into());
     let mem_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {

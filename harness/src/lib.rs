@@ -21,6 +21,7 @@ pub mod hook;
 pub mod host;
 pub mod measure;
 pub mod post;
+pub mod process;
 pub mod progress;
 pub mod report;
 pub mod results;

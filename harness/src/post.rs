@@ -7,10 +7,16 @@
 //! current-thread tokio runtime for the duration of the call, so the rest of the harness stays
 //! synchronous.
 //!
-//! Which comment: the *oldest* comment whose body starts with the marker (the marker is the
-//! report's hidden first line). Oldest, because it keeps the report where reviewers first saw it
-//! and lets the listing stop at the first match; "starts with", so a person's comment that
-//! merely quotes the marker is never edited.
+//! Which comment: the *oldest* comment **written by the poster's own login** whose body starts
+//! with the marker (the marker is the report's hidden first line). The login is `--comment-author`
+//! when given, else the token's own (`GET /user`); Actions' `GITHUB_TOKEN` may not read `/user`
+//! ("Resource not accessible by integration"), and its comments are `github-actions[bot]`'s, so
+//! that refusal means that login. Anyone can write a comment that starts with the marker: matched
+//! by the marker alone, the bot would edit that person's comment, which they could then edit back
+//! into a fake ✅. A comment by anyone else that carries the marker is left alone, and the posted
+//! body ends with a note that says so ([`Upserted::foreign`]). Oldest, because it keeps the
+//! report where reviewers first saw it; "starts with", so a comment that merely quotes the
+//! marker is never edited.
 //!
 //! Failures: 5xx answers, 429 and 403 rate limits are retried with exponential backoff
 //! ([`RetryPolicy`]); 401/403/404 become errors that say which permission or setting is missing.
@@ -39,6 +45,10 @@ const MAX_PAGES: usize = 100;
 /// GitHub's answer is cut to this many characters in an error message (a proxy's HTML page can
 /// be long).
 const MAX_MESSAGE: usize = 300;
+/// Characters of the comment limit kept free for the note about foreign marked comments.
+const NOTE_RESERVE: usize = 1_000;
+/// The login of comments written with Actions' `GITHUB_TOKEN`.
+pub const ACTIONS_LOGIN: &str = "github-actions[bot]";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PostError {
@@ -286,7 +296,37 @@ impl RetryPolicy {
     }
 }
 
-/// What [`Poster::upsert`] did.
+/// What [`Poster::upsert`] did, and which marked comments by others it left alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upserted {
+    pub posted: Posted,
+    /// The login the sticky comment is matched by.
+    pub author: String,
+    /// Comments that start with the marker but were written by someone else: `(id, login)`.
+    pub foreign: Vec<(u64, String)>,
+}
+
+impl fmt::Display for Upserted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (as {})", self.posted, self.author)?;
+        if !self.foreign.is_empty() {
+            let list: Vec<String> = self
+                .foreign
+                .iter()
+                .map(|(id, login)| format!("{id} by {login}"))
+                .collect();
+            write!(
+                f,
+                "; left alone {} comment(s) with the report's marker written by others: {}",
+                self.foreign.len(),
+                list.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What was done with the sticky comment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Posted {
     Created { id: u64, url: String },
@@ -302,10 +342,106 @@ impl fmt::Display for Posted {
     }
 }
 
-/// The comment body: the markdown report, cut to GitHub's comment limit with a pointer to the
-/// full report (`artifact_hint`, see [`artifact_hint`]).
+/// The comment body: the markdown report, cut to GitHub's comment limit (less room for the
+/// note [`Poster::upsert`] may add) with a pointer to the full report (`artifact_hint`, see
+/// [`artifact_hint`]).
 pub fn comment_body(results: &Results, artifact_hint: &str) -> String {
-    report::markdown_truncated(results, report::GITHUB_COMMENT_LIMIT, artifact_hint)
+    report::markdown_truncated(
+        results,
+        report::GITHUB_COMMENT_LIMIT - NOTE_RESERVE,
+        artifact_hint,
+    )
+}
+
+/// The note appended to the body when comments by others carry the marker.
+fn foreign_note(author: &str, foreign: &[(u64, String)]) -> String {
+    use crate::report::md;
+    let mut logins: Vec<&str> = foreign.iter().map(|(_, l)| l.as_str()).collect();
+    logins.sort_unstable();
+    logins.dedup();
+    let shown: Vec<String> = logins.iter().take(5).map(|l| md::code(l)).collect();
+    format!(
+        "\n\n---\n<sub>{} other comment(s) on this pull request start with this report's marker \
+         but were written by {}{}, not by {}: they are not this report and were left alone.</sub>\n",
+        foreign.len(),
+        shown.join(", "),
+        if logins.len() > 5 { ", …" } else { "" },
+        md::code(author)
+    )
+}
+
+/// The most `harness post` reads of a results.json (`--input`): a real one is well under 1 MiB;
+/// the file comes from a run that executed pull-request code.
+pub const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A results.json from an artifact made fit to post: its commit ids must be commit ids (hex, 7 to
+/// 64 characters; they are put into commands and links) and its suite a plain name, or it is
+/// refused with the field named; the "Reproduce" commands it carries are replaced by ones built
+/// from those ids, so the artifact cannot suggest a command of its choosing. Every other string
+/// is escaped where it is rendered ([`report::md`]).
+pub fn vetted(mut results: Results) -> Result<Results, String> {
+    for (field, rev) in [("base", &results.base), ("head", &results.head)] {
+        if !is_commit_id(&rev.sha) {
+            return Err(format!(
+                "{field}.sha {:?} is not a commit id (7-64 hex digits)",
+                report::md::cap(&rev.sha, 80)
+            ));
+        }
+    }
+    let single = results
+        .e2e
+        .as_ref()
+        .is_some_and(|e| e.mode == crate::results::E2eMode::Single);
+    // A single-revision run's suite is a label ("e2e of suite quick"), not used in a command.
+    let suite_ok = single
+        || !results.suite.is_empty()
+            && results.suite.len() <= 64
+            && results
+                .suite
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !suite_ok {
+        return Err(format!(
+            "suite {:?} is not a suite name (letters, digits, - _ ., at most 64)",
+            report::md::cap(&results.suite, 80)
+        ));
+    }
+    results.reproduce = reproduce(&results);
+    Ok(results)
+}
+
+fn is_commit_id(s: &str) -> bool {
+    (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The commands that reproduce a vetted run, from its commit ids and suite alone.
+fn reproduce(r: &Results) -> Vec<String> {
+    let dirty = |rev: &crate::results::Revision| {
+        if rev.dirty {
+            "  # measured with uncommitted changes on top of this commit"
+        } else {
+            ""
+        }
+    };
+    let single = r
+        .e2e
+        .as_ref()
+        .is_some_and(|e| e.mode == crate::results::E2eMode::Single);
+    if single {
+        vec![format!(
+            "harness e2e --rev {}{}",
+            r.head.sha,
+            dirty(&r.head)
+        )]
+    } else {
+        vec![format!(
+            "harness compare --base {} --head {} --suite {}{}",
+            r.base.sha,
+            r.head.sha,
+            r.suite,
+            dirty(&r.head)
+        )]
+    }
 }
 
 /// Where a truncated report points: the run's page when the Actions variables name it
@@ -328,15 +464,17 @@ pub fn artifact_hint(env: &dyn Fn(&str) -> Option<String>) -> String {
 
 /// Resolve the target and token from flags and the environment, then create or update the
 /// sticky comment. Blocking: runs its own current-thread runtime.
+/// `author`: the login whose marked comment is the sticky one (`None`: the token's own).
 pub fn post_from_env(
     results: &Results,
     repo: Option<&str>,
     pr: Option<u64>,
-) -> Result<(PostTarget, Posted), PostError> {
+    author: Option<&str>,
+) -> Result<(PostTarget, Upserted), PostError> {
     let target = PostTarget::from_env(repo, pr)?;
     let token = Token::from_env()?;
     let hint = artifact_hint(&|k| std::env::var(k).ok());
-    let posted = post(results, &target, &token, &hint)?;
+    let posted = post(results, &target, &token, author, &hint)?;
     Ok((target, posted))
 }
 
@@ -345,17 +483,20 @@ pub fn post(
     results: &Results,
     target: &PostTarget,
     token: &Token,
+    author: Option<&str>,
     artifact_hint: &str,
-) -> Result<Posted, PostError> {
+) -> Result<Upserted, PostError> {
     let body = comment_body(results, artifact_hint);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(PostError::Runtime)?;
     rt.block_on(async {
-        Poster::new(target.clone(), token.clone(), RetryPolicy::default())?
-            .upsert(&body)
-            .await
+        let mut poster = Poster::new(target.clone(), token.clone(), RetryPolicy::default())?;
+        if let Some(a) = author {
+            poster = poster.with_author(a);
+        }
+        poster.upsert(&body).await
     })
 }
 
@@ -367,6 +508,13 @@ struct Comment {
     html_url: Option<String>,
     #[serde(default)]
     body: Option<String>,
+    #[serde(default)]
+    user: Option<User>,
+}
+
+#[derive(Deserialize)]
+struct User {
+    login: String,
 }
 
 /// A request that did not succeed, as [`Poster::attempt`] saw it.
@@ -385,6 +533,8 @@ pub struct Poster {
     target: PostTarget,
     token: Token,
     retry: RetryPolicy,
+    /// The sticky comment's author; `None`: looked up from the token.
+    author: Option<String>,
 }
 
 impl fmt::Debug for Poster {
@@ -393,6 +543,7 @@ impl fmt::Debug for Poster {
             .field("target", &self.target)
             .field("token", &self.token)
             .field("retry", &self.retry)
+            .field("author", &self.author)
             .finish_non_exhaustive()
     }
 }
@@ -418,7 +569,37 @@ impl Poster {
             target,
             token,
             retry,
+            author: None,
         })
+    }
+
+    /// Match the sticky comment by this login instead of the token's own (`--comment-author`).
+    pub fn with_author(mut self, login: &str) -> Poster {
+        self.author = Some(login.trim().to_string());
+        self
+    }
+
+    /// The login the sticky comment must have: the configured one, else the token's (`GET
+    /// /user`), else, when GitHub says an integration token may not read `/user` (Actions'
+    /// `GITHUB_TOKEN`), [`ACTIONS_LOGIN`].
+    async fn author(&self) -> Result<String, PostError> {
+        if let Some(a) = &self.author {
+            return Ok(a.clone());
+        }
+        match self.request(Method::Get, "/user", None).await {
+            Ok((text, _)) => serde_json::from_str::<User>(&text)
+                .map(|u| u.login)
+                .map_err(|e| PostError::Answer {
+                    request: "GET /user".into(),
+                    message: format!("no login: {e}"),
+                }),
+            Err(PostError::Forbidden { message, .. })
+                if message.to_ascii_lowercase().contains("integration") =>
+            {
+                Ok(ACTIONS_LOGIN.into())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn comments_path(&self) -> String {
@@ -426,31 +607,44 @@ impl Poster {
         format!("/repos/{}/{}/issues/{}/comments", t.owner, t.repo, t.pr)
     }
 
-    /// Update the oldest comment that starts with [`report::MARKER`], else create one.
-    pub async fn upsert(&self, body: &str) -> Result<Posted, PostError> {
-        let payload = serde_json::json!({ "body": body });
+    /// Update the oldest comment by the author that starts with [`report::MARKER`], else create
+    /// one; marked comments by others are left alone and named in a note at the body's end.
+    pub async fn upsert(&self, body: &str) -> Result<Upserted, PostError> {
+        let author = self.author().await?;
         let mut attempt = 0;
         loop {
-            if let Some(id) = self.find_marked().await? {
+            let (own, foreign) = self.find_marked(&author).await?;
+            let body = if foreign.is_empty() {
+                body.to_string()
+            } else {
+                format!("{body}{}", foreign_note(&author, &foreign))
+            };
+            let payload = serde_json::json!({ "body": body });
+            let done = |posted| Upserted {
+                posted,
+                author: author.clone(),
+                foreign: foreign.clone(),
+            };
+            if let Some(id) = own {
                 let path = format!(
                     "/repos/{}/{}/issues/comments/{id}",
                     self.target.owner, self.target.repo
                 );
                 let (c, _) = self.request(Method::Patch, &path, Some(&payload)).await?;
                 let c = self.comment(Method::Patch, &path, &c)?;
-                return Ok(Posted::Updated {
+                return Ok(done(Posted::Updated {
                     id: c.id,
                     url: c.html_url.unwrap_or_default(),
-                });
+                }));
             }
             let path = self.comments_path();
             match self.attempt(Method::Post, &path, Some(&payload)).await {
                 Ok((c, _)) => {
                     let c = self.comment(Method::Post, &path, &c)?;
-                    return Ok(Posted::Created {
+                    return Ok(done(Posted::Created {
                         id: c.id,
                         url: c.html_url.unwrap_or_default(),
-                    });
+                    }));
                 }
                 // A failed create may have been applied: list again before the next try.
                 Err(f) if f.transient && attempt + 1 < self.retry.attempts => {
@@ -462,11 +656,17 @@ impl Poster {
         }
     }
 
-    /// The id of the oldest comment whose body starts with the marker, reading pages in order
-    /// and stopping at the first match.
-    async fn find_marked(&self) -> Result<Option<u64>, PostError> {
+    /// The id of the oldest comment by `author` whose body starts with the marker, and every
+    /// marked comment by others (a fake report is usually planted after the real one, so the
+    /// listing reads every page, up to `MAX_PAGES`).
+    async fn find_marked(
+        &self,
+        author: &str,
+    ) -> Result<(Option<u64>, Vec<(u64, String)>), PostError> {
         let mut next = Some(format!("{}?per_page={PER_PAGE}", self.comments_path()));
         let mut pages = 0;
+        let mut foreign = Vec::new();
+        let mut own = None;
         while let Some(uri) = next.take() {
             pages += 1;
             let (text, link) = self.request(Method::Get, &uri, None).await?;
@@ -475,18 +675,26 @@ impl Poster {
                     request: format!("GET {}", self.comments_path()),
                     message: format!("not a list of comments: {e}"),
                 })?;
-            if let Some(c) = comments.iter().find(|c| {
-                c.body
+            for c in &comments {
+                let marked = c
+                    .body
                     .as_deref()
-                    .is_some_and(|b| b.trim_start().starts_with(report::MARKER))
-            }) {
-                return Ok(Some(c.id));
+                    .is_some_and(|b| b.trim_start().starts_with(report::MARKER));
+                if !marked {
+                    continue;
+                }
+                let login = c.user.as_ref().map_or("", |u| u.login.as_str());
+                if !login.eq_ignore_ascii_case(author) {
+                    foreign.push((c.id, login.to_string()));
+                } else if own.is_none() {
+                    own = Some(c.id);
+                }
             }
             if pages < MAX_PAGES {
                 next = link.as_deref().and_then(next_link);
             }
         }
-        Ok(None)
+        Ok((own, foreign))
     }
 
     fn comment(&self, method: Method, path: &str, text: &str) -> Result<Comment, PostError> {

@@ -203,6 +203,11 @@ pub struct Results {
     /// and absent from files written before it existed: the schema stays `harness-results/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e: Option<E2eResults>,
+    /// The paths under the gate's own files (`harness/`, `harness.yaml`, `.github/`) that the
+    /// head changes: the PR check judges with the base's gate, so the report says these changes
+    /// did not judge this PR. Absent from older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gate_changes: Vec<String>,
 }
 
 /// One end-to-end correctness status, worst first.

@@ -825,3 +825,20 @@ fn shallow_clone_errors_say_how_to_fetch_history() {
     let log = git(&wt.path, &["log", "--oneline"]);
     assert_eq!(log.lines().count(), 1, "{log}");
 }
+
+#[test]
+fn changed_paths_between_commits_and_with_the_working_tree() {
+    let (f, [a, b, c]) = three_commits();
+    let repo = f.open();
+    assert_eq!(repo.changed_paths(&a, &b, false).unwrap(), ["a.txt"]);
+    // Added, deleted and changed alike, in git's order.
+    assert_eq!(
+        repo.changed_paths(&a, &c, false).unwrap(),
+        ["a.txt", "b.txt", "src/lib.rs"]
+    );
+    assert!(repo.changed_paths(&c, &c, false).unwrap().is_empty());
+    // Uncommitted changes count when the head is the working tree.
+    f.write("harness.yaml", "x\n");
+    assert!(repo.changed_paths(&c, &c, false).unwrap().is_empty());
+    assert_eq!(repo.changed_paths(&c, &c, true).unwrap(), ["harness.yaml"]);
+}

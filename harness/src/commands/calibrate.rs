@@ -118,9 +118,17 @@ pub fn calibrate(
             args: criterion.args(),
             work_dir: work_dir.clone(),
             on_line: Box::new(|_| {}),
-            pair: criterion.paired.then(|| criterion.pair_settings()),
+            pair: criterion
+                .paired
+                .then(|| criterion.pair_settings(&opts.config.deadlines)),
+            pair_multi_threaded: suite
+                .criterion_multi_threaded
+                .as_ref()
+                .filter(|_| criterion.paired)
+                .map(|c| c.pair_settings(&opts.config.deadlines)),
             serves: BTreeMap::new(),
             affinity: crate::measure::Affinity::from_config(&opts.config.affinity),
+            deadline: opts.config.deadlines.bench(),
         };
         let mut collected = Collected::default();
         run_rounds(

@@ -114,13 +114,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if args.post {
         // The exit status is the gate's: a report that could not be posted is shown as an
         // error (and a warning annotation in Actions) but decides nothing.
-        match crate::post::post_from_env(&results, None, None) {
+        match crate::post::post_from_env(&results, None, None, None) {
             Ok((target, posted)) => eprintln!("{}: {posted}", target.describe()),
             Err(e) => {
                 eprintln!("error: could not post the report: {e}");
                 if crate::actions::in_actions() {
                     let msg = format!("could not post the report: {e}");
-                    println!(
+                    eprintln!(
                         "{}",
                         crate::actions::workflow_command("warning", "harness post", &msg)
                     );
@@ -177,12 +177,33 @@ fn resolve_revisions(
     Ok((base, base_co, head, head_co))
 }
 
+/// The files that make the gate itself: a change to them in a PR is judged by the base's version
+/// in the PR check (`.github/workflows/pr-bench.yml` builds the harness and reads harness.yaml
+/// from the base commit).
+pub const GATE_PATHS: [&str; 3] = ["harness/", "harness.yaml", ".github/"];
+
+/// The head's changes to [`GATE_PATHS`] (at most 50 listed).
+fn gate_changes(repo: &Repo, base: &Revision, head: &Revision) -> anyhow::Result<Vec<String>> {
+    let mut paths: Vec<String> = repo
+        .changed_paths(&base.sha, &head.sha, head.dirty)?
+        .into_iter()
+        .filter(|p| {
+            GATE_PATHS
+                .iter()
+                .any(|g| p == g.trim_end_matches('/') || (g.ends_with('/') && p.starts_with(g)))
+        })
+        .collect();
+    paths.truncate(50);
+    Ok(paths)
+}
+
 /// `harness compare`: Ok(results) whatever the verdict; Err only when the gate could not start
 /// (bad revision, unreadable config, broken cache).
 pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result<Results> {
     let t0 = Instant::now();
     let repo = Repo::open(&opts.repo_dir)?;
     let (base, base_co, head, head_co) = resolve_revisions(&repo, opts)?;
+    let gate_changes = gate_changes(&repo, &base, &head)?;
     let suite = opts.config.suite(&opts.suite).map_err(anyhow::Error::msg)?;
     let plan = plan_for(&opts.config, &opts.suite)?;
     let targets: Vec<String> = plan.iter().map(|p| p.target.clone()).collect();
@@ -396,6 +417,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         wall_s: t0.elapsed().as_secs_f64(),
         reproduce,
         e2e: e2e_results,
+        gate_changes,
     })
 }
 
@@ -491,9 +513,19 @@ fn measure_benches(
         args: criterion.args(),
         work_dir: work_dir.clone(),
         on_line: Box::new(|_| {}),
-        pair: criterion.paired.then(|| criterion.pair_settings()),
+        pair: criterion
+            .paired
+            .then(|| criterion.pair_settings(&opts.config.deadlines)),
+        pair_multi_threaded: opts
+            .config
+            .suite(&opts.suite)
+            .ok()
+            .and_then(|s| s.criterion_multi_threaded.as_ref())
+            .filter(|_| criterion.paired)
+            .map(|c| c.pair_settings(&opts.config.deadlines)),
         serves: BTreeMap::new(),
         affinity: Affinity::from_config(&opts.config.affinity),
+        deadline: opts.config.deadlines.bench(),
     };
     let r = measure_and_decide(
         &mut m,

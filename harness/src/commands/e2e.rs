@@ -167,6 +167,7 @@ pub fn e2e_tools(
         return Ok(Tools {
             engine: engine.clone(),
             oracle: oracle.clone(),
+            deadline: config.deadlines.e2e(),
         });
     }
     progress.stage(&format!(
@@ -183,6 +184,7 @@ pub fn e2e_tools(
         oracle_package: &e2e.oracle_package,
         cuda,
         on_line: &on_line,
+        deadline: config.deadlines.build(),
     })
     .map_err(|f| {
         let mut m = f.message;
@@ -195,6 +197,7 @@ pub fn e2e_tools(
     Ok(Tools {
         engine: given_engine.unwrap_or(bins.engine),
         oracle: given_oracle.unwrap_or(bins.oracle),
+        deadline: config.deadlines.e2e(),
     })
 }
 
@@ -341,5 +344,6 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         wall_s: t0.elapsed().as_secs_f64(),
         reproduce,
         e2e: Some(e2e),
+        gate_changes: vec![],
     })
 }

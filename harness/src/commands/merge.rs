@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 
-use super::{Output, read_results};
+use super::{Output, read_results_limited};
 use crate::report::format::short_sha as short;
 use crate::results::Results;
 
@@ -22,7 +22,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let parts = args
         .input
         .iter()
-        .map(|p| read_results(p))
+        .map(|p| {
+            read_results_limited(p, crate::post::MAX_INPUT_BYTES * 4).and_then(|r| {
+                // Shards come from runs that executed PR code: their commit ids checked and
+                // their "Reproduce" commands rebuilt, as `harness post` does, before the merged
+                // report reaches the step summary.
+                crate::post::vetted(r)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("{} cannot be merged", p.display()))
+            })
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let merged = merge(parts)?;
     args.output.emit(&merged)
@@ -72,6 +81,7 @@ pub fn merge(parts: Vec<Results>) -> anyhow::Result<Results> {
         out.wall_s = out.wall_s.max(r.wall_s);
         shards.extend(r.shard);
         out.reproduce.extend(r.reproduce);
+        out.gate_changes.extend(r.gate_changes);
         out.e2e = match (out.e2e.take(), r.e2e) {
             (Some(mut a), Some(b)) => {
                 a.correctness.extend(b.correctness);
@@ -84,6 +94,8 @@ pub fn merge(parts: Vec<Results>) -> anyhow::Result<Results> {
         };
     }
     out.reproduce.dedup();
+    out.gate_changes.sort();
+    out.gate_changes.dedup();
     shards.sort();
     shards.dedup();
     if let Some(&(_, n)) = shards.first()
@@ -153,6 +165,7 @@ mod tests {
             wall_s: shard.0 as f64,
             reproduce: vec![format!("harness compare --shard {}/{}", shard.0, shard.1)],
             e2e: None,
+            gate_changes: vec![],
         }
     }
 

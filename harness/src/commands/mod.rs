@@ -176,7 +176,9 @@ fn write_outputs(dir: &Path, results: &Results) -> anyhow::Result<()> {
 }
 
 /// In a GitHub Actions job: the markdown report appended to the step summary, and an annotation
-/// per 🔴/⛔/⚠️ row on stdout (where the runner reads workflow commands).
+/// per 🔴/⛔/⚠️ row on **stderr**: the runner reads workflow commands from both streams, and
+/// stdout holds only the report in the requested format (`--format json > results.json` stays
+/// valid JSON inside Actions).
 fn github_actions_outputs(results: &Results) {
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let hint = crate::post::artifact_hint(&|k| std::env::var(k).ok());
@@ -187,15 +189,43 @@ fn github_actions_outputs(results: &Results) {
     }
     if crate::actions::in_actions() {
         for line in crate::actions::annotations(results) {
-            println!("{line}");
+            eprintln!("{line}");
         }
     }
 }
 
 /// Reads a saved `results.json`, checking its schema.
 pub fn read_results(input: &Path) -> anyhow::Result<Results> {
-    let text = std::fs::read_to_string(input)
+    read_results_limited(input, u64::MAX)
+}
+
+/// [`read_results`], refusing a file over `max` bytes before reading it (and one that grows past
+/// it while being read).
+pub fn read_results_limited(input: &Path, max: u64) -> anyhow::Result<Results> {
+    use std::io::Read as _;
+    let file =
+        std::fs::File::open(input).with_context(|| format!("cannot read {}", input.display()))?;
+    let size = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", input.display()))?
+        .len();
+    if size > max {
+        anyhow::bail!(
+            "{} is {size} bytes, over the {max}-byte limit for a results file here: refused \
+             unread",
+            input.display()
+        );
+    }
+    let mut text = String::new();
+    file.take(max.saturating_add(1))
+        .read_to_string(&mut text)
         .with_context(|| format!("cannot read {}", input.display()))?;
+    if text.len() as u64 > max {
+        anyhow::bail!(
+            "{} grew past the {max}-byte limit while being read: refused",
+            input.display()
+        );
+    }
     let results: Results = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a harness results file", input.display()))?;
     if results.schema != SCHEMA {

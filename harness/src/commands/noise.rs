@@ -288,6 +288,9 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
 #[derive(Clone, Debug)]
 struct Setup {
     criterion: CriterionSettings,
+    /// The suite's settings for multi-threaded rows; `--against` drops it (its changes apply
+    /// to every row).
+    criterion_multi_threaded: Option<CriterionSettings>,
     affinity: AffinityConfig,
 }
 
@@ -308,6 +311,7 @@ impl Setup {
     /// This setup with `key=value` changes.
     fn with(&self, changes: &[String]) -> anyhow::Result<Setup> {
         let mut s = self.clone();
+        s.criterion_multi_threaded = None;
         for kv in changes {
             let Some((k, v)) = kv.split_once('=') else {
                 bail!("--against {kv:?}: expected KEY=VALUE");
@@ -370,6 +374,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
     }
     let configured = Setup {
         criterion,
+        criterion_multi_threaded: suite.criterion_multi_threaded.clone(),
         affinity: config.affinity.clone(),
     };
     let mut setups = vec![("configured", configured.clone())];
@@ -413,9 +418,18 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             args: s.criterion.args(),
             work_dir: work_dir.clone(),
             on_line: Box::new(|_| {}),
-            pair: s.criterion.paired.then(|| s.criterion.pair_settings()),
+            pair: s
+                .criterion
+                .paired
+                .then(|| s.criterion.pair_settings(&config.deadlines)),
+            pair_multi_threaded: s
+                .criterion_multi_threaded
+                .as_ref()
+                .filter(|_| s.criterion.paired)
+                .map(|c| c.pair_settings(&config.deadlines)),
             serves: BTreeMap::new(),
             affinity: Affinity::from_config(&s.affinity),
+            deadline: config.deadlines.bench(),
         })
         .collect();
     let n = setups.len();

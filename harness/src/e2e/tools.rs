@@ -4,7 +4,7 @@
 //! fails because there is no usable GPU is told apart from a crash ([`cuda_unavailable`]).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::contract::{OracleDecode, Profile, parse_oracle, parse_profile};
 use crate::build::{LOG_TAIL_LINES, tail};
@@ -34,6 +34,8 @@ impl ToolFailure {
 pub struct Tools {
     pub engine: PathBuf,
     pub oracle: PathBuf,
+    /// How long one call (or one serving engine's session) may take (`deadlines.e2e_s`).
+    pub deadline: std::time::Duration,
 }
 
 /// What to profile.
@@ -104,23 +106,27 @@ fn profile_args(req: &ProfileRequest<'_>) -> Vec<String> {
     args
 }
 
-/// Runs `exe args`, returning stdout; a non-zero exit is a failure with stderr's last lines.
-fn run(exe: &Path, args: &[String]) -> Result<String, ToolFailure> {
-    let out = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
+/// Runs `exe args`, returning stdout; a non-zero exit is a failure with stderr's last lines, and
+/// a run past `deadline` is killed and says so.
+fn run(exe: &Path, args: &[String], deadline: std::time::Duration) -> Result<String, ToolFailure> {
+    let (out, timed_out) = crate::process::output(Command::new(exe).args(args), deadline)
         .map_err(|e| ToolFailure::new(format!("cannot run {}: {e}", exe.display()), Vec::new()))?;
     let stderr: Vec<String> = String::from_utf8_lossy(&out.stderr)
         .lines()
         .map(str::to_string)
         .collect();
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let sub = args.first().cloned().unwrap_or_default();
+    if timed_out {
+        return Err(ToolFailure::new(
+            crate::process::timed_out(&format!("`{name} {sub}`"), deadline, "e2e_s"),
+            tail(&stderr, LOG_TAIL_LINES),
+        ));
+    }
     if !out.status.success() {
-        let name = exe
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let sub = args.first().cloned().unwrap_or_default();
         let last = stderr
             .iter()
             .rev()
@@ -242,6 +248,7 @@ impl ProfileServer {
     /// Ends a server after a failed request: the failure with its output tail.
     pub fn fail(self, message: String) -> ToolFailure {
         let cuda = self.cuda;
+        let message = self.server.timed_out().unwrap_or(message);
         let tail = self.server.abort();
         served_failure(cuda, message, tail)
     }
@@ -276,11 +283,12 @@ impl Tools {
     /// Whether this revision's `engine profile` can serve (`--serve`, engine/src/profile.rs);
     /// older revisions are timed one process per call.
     pub fn can_serve_profile(&self) -> bool {
-        Command::new(&self.engine)
-            .args(["profile", "--help"])
-            .stdin(Stdio::null())
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--serve"))
+        run(
+            &self.engine,
+            &["profile".into(), "--help".into()],
+            crate::process::LIST_DEADLINE,
+        )
+        .is_ok_and(|out| out.contains("--serve"))
     }
 
     /// `engine profile … --serve`, started on CPU `cpu` when given, once it is ready.
@@ -292,8 +300,13 @@ impl Tools {
         let mut cmd = Command::new(&self.engine);
         cmd.args(profile_args(req)).arg("--serve");
         let cuda = req.device == Device::Cuda;
-        let server = Server::spawn(cmd, PROFILE_SERVE_PREFIX, cpu)
-            .map_err(|e| served_failure(cuda, e, Vec::new()))?;
+        let server = Server::spawn(
+            cmd,
+            PROFILE_SERVE_PREFIX,
+            cpu,
+            Some((self.deadline, "e2e_s")),
+        )
+        .map_err(|e| served_failure(cuda, e, Vec::new()))?;
         ProfileServer { server, cuda }.ready()
     }
 
@@ -301,7 +314,7 @@ impl Tools {
     pub fn profile(&self, req: &ProfileRequest<'_>) -> Result<Profile, ToolFailure> {
         let mut args = profile_args(req);
         args.push("--json".into());
-        let out = run(&self.engine, &args).map_err(|mut f| {
+        let out = run(&self.engine, &args, self.deadline).map_err(|mut f| {
             if req.device == Device::Cuda {
                 let all = format!("{}\n{}", f.failure.message, f.failure.log_tail.join("\n"));
                 f.not_run = cuda_unavailable(&all);
@@ -325,7 +338,7 @@ impl Tools {
         ];
         args.extend(prompt.args());
         args.extend(["--tokens".into(), tokens.to_string(), "--json".into()]);
-        let out = run(&self.oracle, &args)?;
+        let out = run(&self.oracle, &args, self.deadline)?;
         parse_oracle(&out).map_err(|e| ToolFailure::new(e, tail_of(&out)))
     }
 
@@ -341,6 +354,7 @@ impl Tools {
                 "--out".into(),
                 out.display().to_string(),
             ],
+            self.deadline,
         )
         .map(|_| ())
     }
@@ -355,8 +369,12 @@ impl Tools {
                 crate::config::MODEL_SMOLLM2
             )),
         };
-        let out = run(&self.engine, &["fetch".into(), "smollm2".into()])
-            .map_err(|f| not_provisioned(f.failure.message, f.failure.log_tail))?;
+        let out = run(
+            &self.engine,
+            &["fetch".into(), "smollm2".into()],
+            self.deadline,
+        )
+        .map_err(|f| not_provisioned(f.failure.message, f.failure.log_tail))?;
         let dirs: Vec<PathBuf> = out
             .lines()
             .map(str::trim)

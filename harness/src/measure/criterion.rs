@@ -147,13 +147,14 @@ fn regex_escape(s: &str) -> String {
     out
 }
 
-/// Runs one criterion executable into `home`.
+/// Runs one criterion executable into `home`, killed after `deadline` (`deadlines.bench_s`).
 pub fn run_criterion(
     exe: &Path,
     args: &[String],
     filter: Option<&str>,
     home: &Path,
     on_line: &dyn Fn(&str),
+    deadline: std::time::Duration,
 ) -> Result<(), ProcessFailure> {
     let mut cmd = Command::new(exe);
     cmd.args(args);
@@ -165,7 +166,8 @@ pub fn run_criterion(
         message: format!("cannot create {}: {e}", home.display()),
         log_tail: Vec::new(),
     })?;
-    cmd.env("CRITERION_HOME", home)
+    crate::process::own_group(&mut cmd)
+        .env("CRITERION_HOME", home)
         .current_dir(exe.parent().unwrap_or(Path::new(".")))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -174,6 +176,7 @@ pub fn run_criterion(
         message: format!("cannot run {}: {e}", exe.display()),
         log_tail: Vec::new(),
     })?;
+    let watch = crate::process::Deadline::watch(&child, deadline);
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let lines = std::thread::scope(|s| {
@@ -197,8 +200,13 @@ pub fn run_criterion(
         log_tail: Vec::new(),
     })?;
     if !status.success() {
+        let message = if watch.fired() {
+            watch.message(&exe.display().to_string(), "bench_s")
+        } else {
+            format!("{} exited with {status}", exe.display())
+        };
         return Err(ProcessFailure {
-            message: format!("{} exited with {status}", exe.display()),
+            message,
             log_tail: tail(&lines, LOG_TAIL_LINES),
         });
     }
@@ -213,7 +221,7 @@ pub fn list_ids(exe: &Path, filter: Option<&str>) -> Vec<String> {
     if let Some(f) = filter {
         cmd.arg(f);
     }
-    let Ok(out) = cmd.stderr(std::process::Stdio::null()).output() else {
+    let Ok((out, _)) = crate::process::output(&mut cmd, crate::process::LIST_DEADLINE) else {
         return Vec::new();
     };
     String::from_utf8_lossy(&out.stdout)

@@ -98,11 +98,16 @@ pub struct CriterionMeasurer {
     pub on_line: Box<dyn Fn(&str)>,
     /// Paired sampling's settings, or None for criterion runs only (`criterion.paired: false`).
     pub pair: Option<PairSettings>,
+    /// The paired settings of the benchmarks `affinity.multi_threaded` names, when they differ
+    /// (`suites.<name>.criterion_multi_threaded`).
+    pub pair_multi_threaded: Option<PairSettings>,
     /// Per side and target, whether its executable serves paired samples (probed once).
     pub serves: BTreeMap<(Side, String), Result<(), String>>,
     /// Which CPU each paired benchmark's two processes run on. Criterion runs (a revision that
     /// cannot serve) are never pinned: a whole target may hold multi-threaded benchmarks.
     pub affinity: super::affinity::Affinity,
+    /// How long one criterion run may take (`deadlines.bench_s`).
+    pub deadline: std::time::Duration,
 }
 
 impl CriterionMeasurer {
@@ -166,7 +171,12 @@ impl Measurer for CriterionMeasurer {
                 },
             )
         };
-        let settings = self.pair.ok_or_else(|| missing(order[0]))?;
+        let mut settings = self.pair.ok_or_else(|| missing(order[0]))?;
+        if let Some(m) = self.pair_multi_threaded
+            && self.affinity.is_multi_threaded(id)
+        {
+            settings = m;
+        }
         let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
         let cpu = self.affinity.cpu_for_bench(id);
@@ -195,7 +205,14 @@ impl Measurer for CriterionMeasurer {
             .work_dir
             .join(format!("r{round:03}-{}-{target}", side.name()));
         let _ = std::fs::remove_dir_all(&home);
-        run_criterion(exe, &self.args, filter, &home, &*self.on_line)?;
+        run_criterion(
+            exe,
+            &self.args,
+            filter,
+            &home,
+            &*self.on_line,
+            self.deadline,
+        )?;
         read_run(&home, round).map_err(|e| ProcessFailure {
             message: e.to_string(),
             log_tail: Vec::new(),
@@ -212,6 +229,9 @@ pub struct Collected {
     pub failures: Vec<Failure>,
     /// (side, target) pairs that failed to run: not run again, their benchmarks become ⛔.
     pub failed_targets: Vec<(Side, String)>,
+    /// (side, benchmark id) pairs whose paired measurement failed (a crash, a deadline): that
+    /// benchmark is not measured again and becomes ⛔; the target's other benchmarks go on.
+    pub failed_benches: Vec<(Side, String)>,
     /// Bench targets measured with criterion runs although paired sampling was asked for, and
     /// why (the first reason met).
     pub unpaired: BTreeMap<String, String>,
@@ -352,7 +372,8 @@ pub fn run_rounds(
                     &format!("round {} paired {}", r + 1, unit.label),
                 );
                 done += 2;
-                if failed(into, Side::Base) || failed(into, Side::Head) {
+                let bench_failed = into.failed_benches.iter().any(|(_, b)| b == id);
+                if failed(into, Side::Base) || failed(into, Side::Head) || bench_failed {
                     continue;
                 }
                 match m.measure_pair(&tp.target, id, order, r) {
@@ -361,7 +382,7 @@ pub fn run_rounds(
                             record(into, &tp.target, side, ms);
                         }
                     }
-                    Err((side, f)) => fail(into, side, &tp.target, f),
+                    Err((side, f)) => fail_bench(into, side, &tp.target, id, f),
                 }
                 continue;
             }
@@ -405,6 +426,18 @@ fn record(into: &mut Collected, target: &str, side: Side, ms: Measured) {
         Side::Base => e.base.push(ms.sample),
         Side::Head => e.head.push(ms.sample),
     }
+}
+
+/// One benchmark's paired measurement failed on a side: recorded once, and not run again.
+/// Its row exists even when this was its first round (a ⛔ row, not a missing one).
+fn fail_bench(into: &mut Collected, side: Side, target: &str, id: &str, f: ProcessFailure) {
+    into.failed_benches.push((side, id.to_string()));
+    into.benches.entry(id.to_string()).or_default().target = target.to_string();
+    into.failures.push(Failure {
+        side,
+        stage: Stage::Run,
+        failure: ProcessFailure::new(format!("benchmark {id}: {}", f.message), f.log_tail),
+    });
 }
 
 /// A side's target failed: recorded once, and not run again.
@@ -513,6 +546,12 @@ mod tests {
             round: u32,
         ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
             self.pairs.push((id.to_string(), order, round));
+            if self.fail == Some((Side::Head, round)) && id == self.ids[0] {
+                return Err((
+                    Side::Head,
+                    ProcessFailure::new("timed out after 300 s", vec!["last words".into()]),
+                ));
+            }
             Ok(order
                 .map(|side| (side, sample(id, side, round, "paired")))
                 .to_vec())
@@ -630,6 +669,36 @@ mod tests {
         assert_eq!(c.benches["a/y"].head[1].times_ns, vec![200.0]);
         assert_eq!(c.benches["a/y"].base[1].sampling_mode, "paired");
         assert!(c.unpaired.is_empty());
+    }
+
+    #[test]
+    fn a_failed_paired_benchmark_stops_alone_and_its_target_goes_on() {
+        // Head's first benchmark fails (hangs and is killed) in round 1.
+        let mut m = scripted(vec!["a/x", "a/y"], Some((Side::Head, 1)), true);
+        m.serve = Some([Ok(()), Ok(())]);
+        let plan = [TargetPlan {
+            target: "a".into(),
+            filter: None,
+        }];
+        let mut c = Collected::default();
+        run_rounds(&mut m, &plan, 0, 4, false, &mut c, &mut |_, _, _| {});
+        assert_eq!(c.failures.len(), 1, "recorded once: {:?}", c.failures);
+        assert!(
+            c.failures[0]
+                .failure
+                .message
+                .starts_with("benchmark a/x: timed out")
+        );
+        assert_eq!(c.failures[0].failure.log_tail, ["last words"]);
+        assert_eq!(c.failed_benches, vec![(Side::Head, "a/x".to_string())]);
+        assert!(c.failed_targets.is_empty());
+        let ran = |id: &str| m.pairs.iter().filter(|p| p.0 == id).count();
+        assert_eq!(
+            (ran("a/x"), ran("a/y")),
+            (2, 4),
+            "a/x not again; a/y every round"
+        );
+        assert_eq!(c.benches["a/y"].head.len(), 4);
     }
 
     #[test]

@@ -52,27 +52,39 @@ pub struct Server {
     /// Every stdout line that was not a protocol answer (for the failure tail).
     other: Vec<String>,
     stderr: Option<std::thread::JoinHandle<Vec<String>>>,
+    /// Kills the process when it outlives its deadline, and the `deadlines.` key that set it.
+    watch: Option<(crate::process::Deadline, &'static str)>,
 }
 
 impl Server {
-    /// Starts `exe` serving benchmark `id`, on CPU `cpu` only when given (`super::affinity`).
-    fn start(exe: &Path, id: &str, cpu: Option<usize>) -> Result<Server, String> {
+    /// Starts `exe` serving benchmark `id`, on CPU `cpu` only when given (`super::affinity`),
+    /// killed after `deadline` (`deadlines.bench_s`).
+    fn start(
+        exe: &Path,
+        id: &str,
+        cpu: Option<usize>,
+        deadline: std::time::Duration,
+    ) -> Result<Server, String> {
         // `--list`: an executable that does not know the protocol lists its benchmarks and
         // exits instead of running them all; one that does ignores its arguments.
         let mut cmd = Command::new(exe);
         cmd.args(["--bench", "--list"])
             .env(SERVE_ENV, id)
             .current_dir(exe.parent().unwrap_or(Path::new(".")));
-        Server::spawn(cmd, PREFIX, cpu)
+        Server::spawn(cmd, PREFIX, cpu, Some((deadline, "bench_s")))
     }
 
-    /// Starts `cmd` (pinned to `cpu` when given) with piped stdin, stdout and stderr.
+    /// Starts `cmd` (pinned to `cpu` when given) with piped stdin, stdout and stderr; with
+    /// `deadline` (a limit and the `deadlines.` key it comes from), killed once it has run that
+    /// long ([`Server::timed_out`] then says so).
     pub fn spawn(
         mut cmd: Command,
         prefix: &'static str,
         cpu: Option<usize>,
+        deadline: Option<(std::time::Duration, &'static str)>,
     ) -> Result<Server, String> {
         super::affinity::apply(&mut cmd, cpu);
+        crate::process::own_group(&mut cmd);
         let exe = cmd.get_program().to_string_lossy().into_owned();
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -80,6 +92,8 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot run {exe}: {e}"))?;
+        let watch =
+            deadline.map(|(limit, key)| (crate::process::Deadline::watch(&child, limit), key));
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
         let stderr = child.stderr.take().expect("piped");
@@ -97,7 +111,17 @@ impl Server {
             stdout,
             other: Vec::new(),
             stderr: Some(stderr),
+            watch,
         })
+    }
+
+    /// "… timed out after N s …" when the deadline killed the process: what a failure of this
+    /// server is reported as, whatever the protocol saw (an early end of output).
+    pub fn timed_out(&self) -> Option<String> {
+        self.watch
+            .as_ref()
+            .filter(|(w, _)| w.fired())
+            .map(|(w, key)| w.message(&self.exe, key))
     }
 
     /// The executable, for messages.
@@ -192,6 +216,9 @@ impl Server {
         drop(self.stdin.take());
         let status = self.child.wait();
         let log = self.log();
+        if let Some(m) = self.timed_out() {
+            return Err((m, log));
+        }
         match status {
             Ok(s) if s.success() => Ok(()),
             Ok(s) => Err((format!("{} exited with {s}", self.exe), log)),
@@ -292,13 +319,13 @@ fn measure_one_pair(
     let mut servers: Vec<Server> = Vec::with_capacity(2);
     let mut throughput = None;
     for (which, exe) in exes.iter().enumerate() {
-        let started = match Server::start(exe, id, cpu) {
+        let started = match Server::start(exe, id, cpu, settings.deadline) {
             Ok(mut s) => match s.ready(id) {
                 Ok(t) => {
                     throughput = throughput.or(t);
                     Ok(s)
                 }
-                Err(message) => Err((message, s.abort())),
+                Err(message) => Err((s.timed_out().unwrap_or(message), s.abort())),
             },
             Err(message) => Err((message, Vec::new())),
         };
@@ -321,6 +348,7 @@ fn measure_one_pair(
     let (n, times) = match result {
         Ok(r) => r,
         Err((which, message)) => {
+            let message = [&first, &second][which].timed_out().unwrap_or(message);
             let tails = [first.abort(), second.abort()];
             return Err(PairFailure {
                 which,
@@ -384,7 +412,7 @@ pub fn sample_iters(s: &PairSettings, ns_per_iter: f64) -> u64 {
 /// `ready` and exits). Executables built before paired sampling existed list their benchmarks
 /// instead, print no `ready`, and are measured with criterion runs.
 pub fn serves(exe: &Path, id: &str) -> bool {
-    let Ok(mut s) = Server::start(exe, id, None) else {
+    let Ok(mut s) = Server::start(exe, id, None, crate::process::LIST_DEADLINE) else {
         return false;
     };
     drop(s.stdin.take());
@@ -442,6 +470,7 @@ mod tests {
             measurement: Duration::from_millis(1),
             samples: 4,
             processes: 1,
+            deadline: Duration::from_secs(60),
         }
     }
 
@@ -539,6 +568,42 @@ mod tests {
     }
 
     #[test]
+    fn an_executable_that_hangs_is_killed_at_its_deadline_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let a = script(dir.path(), "A", 1000, true, &log);
+        // Ready, then never answers a sample (a benchmark stuck in a loop).
+        let hangs = executable(
+            &dir.path().join("hangs"),
+            &format!(
+                "#!/bin/sh\necho 'harness-serve ready {ID}'\necho 'warming up' >&2\n\
+                 read n || exit 0\nexec sleep 1000\n"
+            ),
+        );
+        let s = PairSettings {
+            deadline: Duration::from_secs(2),
+            ..settings()
+        };
+        let start = std::time::Instant::now();
+        let e = measure_pair([&a, &hangs], ID, &s, 0, None).unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(e.which, 1);
+        assert!(
+            e.failure.message.contains("timed out after 2.0 s")
+                && e.failure.message.contains("deadlines.bench_s"),
+            "{e:?}"
+        );
+        assert!(
+            e.failure.log_tail.iter().any(|l| l.contains("warming up")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn ready_matches_the_whole_id_and_reads_the_throughput_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let says = |name: &str, line: &str| {
@@ -548,11 +613,11 @@ mod tests {
             )
         };
         let ok = says("ok", "harness-serve ready g/a b/p bytes 64");
-        let mut s = Server::start(&ok, "g/a b/p", None).unwrap();
+        let mut s = Server::start(&ok, "g/a b/p", None, Duration::from_secs(60)).unwrap();
         assert_eq!(s.ready("g/a b/p"), Ok(Some(Throughput::Bytes(64))));
         s.abort();
         let longer = says("longer", "harness-serve ready g/a b/px");
-        let mut s = Server::start(&longer, "g/a b/p", None).unwrap();
+        let mut s = Server::start(&longer, "g/a b/p", None, Duration::from_secs(60)).unwrap();
         let e = s.ready("g/a b/p").unwrap_err();
         assert!(e.contains("expected `harness-serve ready g/a b/p`"), "{e}");
         s.abort();

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::format as fmt;
+use super::md;
 use crate::e2e::correctness::describe;
 use crate::results::{
     CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed, E2eSpeedSide,
@@ -242,7 +243,7 @@ fn status_cell(s: &E2eSpeed) -> String {
 }
 
 /// Markdown: the headline block, when the PR changed an answer that base had right.
-pub fn markdown_headline(results: &Results, esc: &dyn Fn(&str) -> String) -> Option<String> {
+pub fn markdown_headline(results: &Results) -> Option<String> {
     let e = results.e2e.as_ref()?;
     let rows: Vec<&E2eCorrectness> = e.correctness.iter().filter(|c| c.introduced).collect();
     if rows.is_empty() {
@@ -252,19 +253,28 @@ pub fn markdown_headline(results: &Results, esc: &dyn Fn(&str) -> String) -> Opt
         "\n### 🔴 This PR changes the answer\n\nIdentical to the oracle and goldens on base, \
          diverging on this PR:\n\n",
     );
-    for c in rows {
+    // The headline is never cut by the comment's truncation: its length is bounded here.
+    const SHOWN: usize = 10;
+    for c in rows.iter().take(SHOWN) {
         let _ = writeln!(
             s,
-            "- `{}`: {}",
-            c.id,
-            esc(&detail(&c.head).unwrap_or_default())
+            "- {}: {}",
+            md::code(&md::cap(&c.id, 200)),
+            md::text(&md::cap(&detail(&c.head).unwrap_or_default(), 300))
+        );
+    }
+    if rows.len() > SHOWN {
+        let _ = writeln!(
+            s,
+            "- and {} more (the correctness table below)",
+            rows.len() - SHOWN
         );
     }
     Some(s)
 }
 
 /// Markdown: the correctness table and its notes.
-pub fn markdown_correctness(results: &Results, esc: &dyn Fn(&str) -> String) -> Option<String> {
+pub fn markdown_correctness(results: &Results) -> Option<String> {
     let e = results.e2e.as_ref()?;
     let mut s = String::from("\n### End-to-end correctness\n\n");
     if e.correctness.is_empty() {
@@ -286,22 +296,22 @@ pub fn markdown_correctness(results: &Results, esc: &dyn Fn(&str) -> String) -> 
     }
     for c in correctness_rows(e) {
         let status = format!("{} {}", c.status.emoji(), c.status.label());
-        let id = format!("`{}`", c.id.replace('|', "\\|"));
+        let id = md::cell_code(&c.id);
         if compare {
             let base = c.base.as_ref().map_or(EMPTY.to_string(), side_cell);
             let _ = writeln!(
                 s,
                 "| {status} | {id} | {base} | {} | {} | {} |",
                 side_cell(&c.head),
-                esc(&ref_cell(&c.head.vs_oracle)),
-                esc(&ref_cell(&c.head.vs_golden))
+                md::text(&ref_cell(&c.head.vs_oracle)),
+                md::text(&ref_cell(&c.head.vs_golden))
             );
         } else {
             let _ = writeln!(
                 s,
                 "| {status} | {id} | {} | {} |",
-                esc(&ref_cell(&c.head.vs_oracle)),
-                esc(&ref_cell(&c.head.vs_golden))
+                md::text(&ref_cell(&c.head.vs_oracle)),
+                md::text(&ref_cell(&c.head.vs_golden))
             );
         }
     }
@@ -320,15 +330,15 @@ pub fn markdown_correctness(results: &Results, esc: &dyn Fn(&str) -> String) -> 
         if !lines.is_empty() {
             let _ = writeln!(
                 notes,
-                "- {} `{}`: {}",
+                "- {} {}: {}",
                 c.status.emoji(),
-                c.id,
-                esc(&lines.join(" · "))
+                md::code(&c.id),
+                md::text(&lines.join(" · "))
             );
         }
         if !c.head.log_tail.is_empty() {
             let tail = super::log_tail(&c.head.log_tail, 12, 300);
-            let _ = writeln!(notes, "\n  ```text\n  {}\n  ```", tail.join("\n  "));
+            let _ = write!(notes, "\n{}", md::fenced("text", &tail, "  "));
         }
     }
     if !notes.is_empty() {
@@ -340,24 +350,24 @@ pub fn markdown_correctness(results: &Results, esc: &dyn Fn(&str) -> String) -> 
             "\n**{} e2e binaries failed to {}:** {}",
             f.side.word(),
             f.stage,
-            esc(&f.failure.message)
+            md::text(&f.failure.message)
         );
     }
     Some(s)
 }
 
 /// Markdown: the speed table.
-pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option<String> {
+pub fn markdown_speed(results: &Results) -> Option<String> {
     let e = results.e2e.as_ref()?;
     if e.speed.is_empty() {
         return None;
     }
     let mut s = String::from("\n### End-to-end speed\n\n");
-    let args = e.profile_args.join(" ");
+    let command = md::code(&format!("engine profile {}", e.profile_args.join(" ")));
     if e.mode == E2eMode::Compare {
         let _ = writeln!(
             s,
-            "Time per decode step of `engine profile {args}`, base and PR interleaved in rounds \
+            "Time per decode step of {command}, base and PR interleaved in rounds \
              (paired change, interval and threshold as for the benchmarks above).\n"
         );
         s.push_str(
@@ -388,16 +398,16 @@ pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option
             let (b, h) = (join(b, bt), join(h, ht));
             let _ = writeln!(
                 s,
-                "| {} | `{}` | {b} | {h} | {change} | {ci} | {thr} | {} |",
+                "| {} | {} | {b} | {h} | {change} | {ci} | {thr} | {} |",
                 status_cell(r),
-                r.id.replace('|', "\\|"),
-                esc(&graph)
+                md::cell_code(&r.id),
+                md::text(&graph)
             );
         }
     } else {
         let _ = writeln!(
             s,
-            "Time per decode step of `engine profile {args}` (median of the timed runs; no \
+            "Time per decode step of {command} (median of the timed runs; no \
              comparison in a single-revision run).\n"
         );
         s.push_str(
@@ -412,8 +422,8 @@ pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option
                     let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let _ = writeln!(
                         s,
-                        "| `{}` | {} | {} … {} | {} | {} | {} |",
-                        r.id.replace('|', "\\|"),
+                        "| {} | {} | {} … {} | {} | {} | {} |",
+                        md::cell_code(&r.id),
                         fmt::time(h.median_ms_per_step * 1e6),
                         fmt::time(lo * 1e6),
                         fmt::time(hi * 1e6),
@@ -425,8 +435,8 @@ pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option
                 None => {
                     let _ = writeln!(
                         s,
-                        "| `{}` | ⏭ not run | {EMPTY} | {EMPTY} | {EMPTY} | {EMPTY} |",
-                        r.id.replace('|', "\\|")
+                        "| {} | ⏭ not run | {EMPTY} | {EMPTY} | {EMPTY} | {EMPTY} |",
+                        md::cell_code(&r.id)
                     );
                 }
             }
@@ -440,7 +450,7 @@ pub fn markdown_speed(results: &Results, esc: &dyn Fn(&str) -> String) -> Option
             _ => None,
         };
         if let Some(t) = text {
-            let _ = writeln!(notes, "- `{}`: {}", r.id, esc(&t));
+            let _ = writeln!(notes, "- {}: {}", md::code(&r.id), md::text(&t));
         }
     }
     if !notes.is_empty() {
@@ -477,7 +487,7 @@ pub fn terminal(results: &Results) -> String {
         for c in correctness_rows(e) {
             let mut row = vec![
                 format!("{} {}", c.status.emoji(), c.status.label()),
-                c.id.clone(),
+                md::plain(&c.id),
             ];
             if compare {
                 row.push(c.base.as_ref().map_or(EMPTY.into(), side_cell));
@@ -495,7 +505,13 @@ pub fn terminal(results: &Results) -> String {
                 } else {
                     ""
                 };
-                let _ = writeln!(out, "  {} {}{intro}: {d}", c.status.emoji(), c.id);
+                let _ = writeln!(
+                    out,
+                    "  {} {}{intro}: {}",
+                    c.status.emoji(),
+                    md::plain(&c.id),
+                    md::plain(&d)
+                );
             }
             for l in super::log_tail(&c.head.log_tail, 6, 200) {
                 let _ = writeln!(out, "     │ {l}");
@@ -540,7 +556,7 @@ pub fn terminal(results: &Results) -> String {
                 };
                 t.add_row(vec![
                     status_cell(r),
-                    r.id.clone(),
+                    md::plain(&r.id),
                     join(b, bt),
                     join(h, ht),
                     change,
@@ -554,14 +570,14 @@ pub fn terminal(results: &Results) -> String {
             for r in speed_rows(e) {
                 match &r.head {
                     Some(h) => t.add_row(vec![
-                        r.id.clone(),
+                        md::plain(&r.id),
                         fmt::time(h.median_ms_per_step * 1e6),
                         fmt::number(h.tok_s),
                         fmt::time(h.prefill_ms * 1e6),
                         graph_cell(h.cuda_graph),
                     ]),
                     None => t.add_row(vec![
-                        r.id.clone(),
+                        md::plain(&r.id),
                         "⏭ not run".into(),
                         EMPTY.into(),
                         EMPTY.into(),
@@ -573,7 +589,13 @@ pub fn terminal(results: &Results) -> String {
         let _ = writeln!(out, "{t}");
         for r in speed_rows(e) {
             if let Some(n) = r.note.as_ref().or(r.not_run.as_ref()) {
-                let _ = writeln!(out, "  {} {}: {n}", status_cell(r), r.id);
+                let _ = writeln!(
+                    out,
+                    "  {} {}: {}",
+                    status_cell(r),
+                    md::plain(&r.id),
+                    md::plain(n)
+                );
             }
         }
     }
@@ -583,7 +605,7 @@ pub fn terminal(results: &Results) -> String {
             "⛔ {} e2e binaries failed to {}: {}",
             f.side.word(),
             f.stage,
-            f.failure.message
+            md::plain(&f.failure.message)
         );
     }
     out

@@ -139,6 +139,7 @@ fn results(
             "harness report target/harness/results.json --markdown".into(),
         ],
         e2e: None,
+        gate_changes: vec![],
     }
 }
 

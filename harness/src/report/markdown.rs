@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use super::format as fmt;
-use super::{Cells, MARKER, counts_line, log_tail, verdict, worst_first};
+use super::{Cells, MARKER, counts_line, log_tail, md, verdict, worst_first};
 use crate::results::{BenchResult, Results, Status};
 
 /// With more rows than this, the ✅ rows fold into a `<details>` block.
@@ -98,7 +98,7 @@ pub fn markdown_truncated(results: &Results, max_chars: usize, artifact_hint: &s
 fn document(results: &Results) -> Vec<Block> {
     let mut blocks = vec![Block::new(Kind::Head, head(results))];
     // The report's headline: an answer the PR changed.
-    if let Some(b) = super::e2e::markdown_headline(results, &escape) {
+    if let Some(b) = super::e2e::markdown_headline(results) {
         blocks.push(Block::new(Kind::Head, b));
     }
     if let Some(b) = failures(results) {
@@ -128,62 +128,12 @@ fn document(results: &Results) -> Vec<Block> {
 /// `None` when the run had no end-to-end part ("what this cannot catch" then says that wrong
 /// answers go unseen).
 fn e2e_correctness(results: &Results) -> Option<String> {
-    super::e2e::markdown_correctness(results, &escape)
+    super::e2e::markdown_correctness(results)
 }
 
 /// The end-to-end speed table (time per decode step and tok/s, base vs PR, CUDA-graph counters).
 fn e2e_speed(results: &Results) -> Option<String> {
-    super::e2e::markdown_speed(results, &escape)
-}
-
-/// Backslash-escapes the characters that would turn text into markup or HTML (commit subjects,
-/// notes and messages are written by others).
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '#' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// An inline code span that survives backticks in its content.
-fn code(text: &str) -> String {
-    let text = text.replace(['\n', '\r'], " ");
-    if text.contains('`') {
-        format!("`` {text} ``")
-    } else {
-        format!("`{text}`")
-    }
-}
-
-/// A code span inside a table cell: GitHub splits cells at `|` even inside code.
-fn cell_code(text: &str) -> String {
-    code(text).replace('|', "\\|")
-}
-
-/// A fenced block whose fence is longer than any backtick run in `body`.
-fn fenced(info: &str, lines: &[String]) -> String {
-    let longest = lines
-        .iter()
-        .flat_map(|l| l.split(|c| c != '`').map(str::len))
-        .max()
-        .unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    let mut out = format!("{fence}{info}\n");
-    for l in lines {
-        out.push_str(l);
-        out.push('\n');
-    }
-    out.push_str(&fence);
-    out.push('\n');
-    out
+    super::e2e::markdown_speed(results)
 }
 
 fn capitalized(s: &str) -> String {
@@ -203,9 +153,9 @@ fn head(results: &Results) -> String {
     let rev = |r: &crate::results::Revision| {
         format!(
             "{} {} ({})",
-            code(fmt::short_sha(&r.sha)),
-            escape(&r.subject),
-            code(&r.spec)
+            md::code(fmt::short_sha(&r.sha)),
+            md::text(&r.subject),
+            md::code(&r.spec)
         )
     };
     // Paragraphs, separated by blank lines.
@@ -223,12 +173,42 @@ fn head(results: &Results) -> String {
     } else {
         &[("base", &results.base), ("PR", &results.head)]
     };
+    if !results.gate_changes.is_empty() {
+        let shown: Vec<String> = results
+            .gate_changes
+            .iter()
+            .take(5)
+            .map(|p| md::code(p))
+            .collect();
+        let more = results.gate_changes.len().saturating_sub(shown.len());
+        let workflows = results
+            .gate_changes
+            .iter()
+            .any(|p| p.starts_with(".github/"));
+        paragraphs.push(format!(
+            "> ⚠️ **This PR changes the gate itself:** {}{}. The PR check judges every pull \
+             request with the base's harness and harness.yaml, so changes to those did not judge \
+             this one; they apply once merged (`harness compare` on this branch runs them).{}",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            if workflows {
+                " Changes under `.github/` are different: GitHub ran this PR's own workflow \
+                 files for this check, so review them before trusting this report."
+            } else {
+                ""
+            }
+        ));
+    }
     for &(name, r) in sides {
         if r.dirty {
             paragraphs.push(format!(
                 "> ⚠️ **Dirty working tree:** the {name} side was measured with uncommitted \
                  changes on top of {}; no commit reproduces these numbers.",
-                code(fmt::short_sha(&r.sha))
+                md::code(fmt::short_sha(&r.sha))
             ));
         }
     }
@@ -254,8 +234,10 @@ fn head(results: &Results) -> String {
         }
     }
     format!(
-        "{MARKER}\n## {emoji} {}: {text}\n\n{}\n",
+        "{MARKER}\n## {emoji} {}: {}\n\n{}\n",
         super::title(results),
+        // The e2e clause quotes notes from the run (why a check was not run).
+        md::text(&text),
         paragraphs.join("\n\n")
     )
 }
@@ -271,7 +253,7 @@ fn failures(results: &Results) -> Option<String> {
             "\n**{} failed to {}:** {}\n",
             capitalized(f.side.word()),
             f.stage,
-            escape(&f.failure.message)
+            md::text(&f.failure.message)
         );
         let tail = log_tail(&f.failure.log_tail, LOG_LINES, LOG_WIDTH);
         if tail.is_empty() {
@@ -280,7 +262,7 @@ fn failures(results: &Results) -> Option<String> {
             if f.failure.log_tail.len() > tail.len() {
                 let _ = writeln!(s, "Last {} lines of the output:\n", tail.len());
             }
-            s.push_str(&fenced("text", &tail));
+            s.push_str(&md::fenced("text", &tail, ""));
         }
     }
     Some(s)
@@ -313,7 +295,7 @@ fn row(b: &BenchResult, instr: bool) -> String {
         "| {} {} | {} | {} | {} | {} | {} | {} |{extra}\n",
         b.status.emoji(),
         b.status.label(),
-        cell_code(&b.id),
+        md::cell_code(&b.id),
         side(&c.base, &c.base_throughput),
         side(&c.head, &c.head_throughput),
         c.change,
@@ -384,7 +366,7 @@ fn notes(results: &Results, blocks: &mut Vec<Block>) {
         };
         let mut parts = Vec::new();
         if let Some(note) = &b.note {
-            parts.push(escape(note));
+            parts.push(md::text(note));
         }
         if b.confirmed {
             parts.push(format!(
@@ -396,7 +378,7 @@ fn notes(results: &Results, blocks: &mut Vec<Block>) {
             text,
             "- {} {}: {}",
             b.status.emoji(),
-            code(&b.id),
+            md::code(&b.id),
             parts.join("; ")
         );
         blocks.push(Block::new(Kind::Other, text));
@@ -406,16 +388,16 @@ fn notes(results: &Results, blocks: &mut Vec<Block>) {
 fn host(results: &Results) -> String {
     let h = &results.host;
     let mut body = String::new();
-    let _ = writeln!(body, "- **CPU:** {} ({} cores)", escape(&h.cpu), h.cores);
+    let _ = writeln!(body, "- **CPU:** {} ({} cores)", md::text(&h.cpu), h.cores);
     let _ = writeln!(
         body,
         "- **OS:** {}, kernel {}",
-        escape(&h.os),
-        escape(&h.kernel)
+        md::text(&h.os),
+        md::text(&h.kernel)
     );
     let _ = writeln!(body, "- **Memory:** {:.1} GiB", h.mem_gib);
-    let _ = writeln!(body, "- **Toolchain:** {}", escape(&h.rustc));
-    let _ = writeln!(body, "- **Host fingerprint:** {}", code(&h.fingerprint));
+    let _ = writeln!(body, "- **Toolchain:** {}", md::text(&h.rustc));
+    let _ = writeln!(body, "- **Host fingerprint:** {}", md::code(&h.fingerprint));
     if !results.rounds.is_empty() {
         body.push_str(
             "\nLoad averages at the start of each round (⚠️: 1-minute load at or above the \
@@ -433,7 +415,7 @@ fn host(results: &Results) -> String {
                 body,
                 "| {} | {} | {} | {:.2} / {:.2} / {:.2}{busy} | {} |",
                 r.index,
-                escape(&r.order),
+                md::text(&r.order),
                 if r.confirmation {
                     "confirmation"
                 } else {
@@ -449,9 +431,9 @@ fn host(results: &Results) -> String {
     details(
         &format!(
             "Host: {}, {} cores, {}",
-            escape(&h.cpu),
+            md::text(&h.cpu),
             h.cores,
-            escape(&h.os)
+            md::text(&h.os)
         ),
         &body,
     )
@@ -468,7 +450,7 @@ fn method(results: &Results) -> String {
         let _ = writeln!(
             body,
             "- **End-to-end checks of one revision:** per check one {} call, its tokens compared with `oracle decode` and the golden (exact; a divergence is classified near-tie or real with the reference's top-1/top-2 margin), its timed runs shown without a comparison{}",
-            code(&format!("engine profile {}", e.profile_args.join(" "))),
+            md::code(&format!("engine profile {}", e.profile_args.join(" "))),
             if e.require_cuda {
                 "; `--require-cuda`: a CUDA check that cannot run is an error"
             } else {
@@ -478,8 +460,8 @@ fn method(results: &Results) -> String {
         let _ = writeln!(
             body,
             "- **Run:** {}, harness {}, {} wall time",
-            escape(&results.suite),
-            escape(&results.tool_version),
+            md::text(&results.suite),
+            md::text(&results.tool_version),
             fmt::duration(results.wall_s)
         );
         return details("Method", &body);
@@ -518,15 +500,15 @@ fn method(results: &Results) -> String {
         "- **Rounds:** {} interleaved in {} order (base and PR alternate, so drift and \
          contention hit both){noise}, {confirmation}",
         m.rounds,
-        escape(&m.order),
+        md::text(&m.order),
     );
     let args = if m.criterion_args.is_empty() {
         "(none)".to_string()
     } else {
-        code(&m.criterion_args.join(" "))
+        md::code(&m.criterion_args.join(" "))
     };
     if let Some(s) = &m.sampling {
-        let _ = writeln!(body, "- **Sampling:** {}", escape(s));
+        let _ = writeln!(body, "- **Sampling:** {}", md::text(s));
     }
     let _ = writeln!(body, "- **Criterion arguments per round:** {args}");
     let _ = writeln!(
@@ -535,10 +517,10 @@ fn method(results: &Results) -> String {
          α = {} over the suite with the {} correction",
         fmt::level(m.confidence),
         m.alpha,
-        escape(&m.correction)
+        md::text(&m.correction)
     );
     let thresholds = match &m.profile {
-        Some(p) => format!("calibration profile {}", code(p)),
+        Some(p) => format!("calibration profile {}", md::code(p)),
         None => "none: thresholds from within-run spread (run `harness calibrate` on this host \
                  for per-benchmark thresholds)"
             .to_string(),
@@ -556,15 +538,15 @@ fn method(results: &Results) -> String {
     let _ = writeln!(
         body,
         "- **Run:** suite {}{shard}, harness {}, {} wall time",
-        code(&results.suite),
-        escape(&results.tool_version),
+        md::code(&results.suite),
+        md::text(&results.tool_version),
         fmt::duration(results.wall_s)
     );
     if let Some(r) = &m.replay {
         let _ = writeln!(
             body,
             "- **Replayed, not measured:** {} (`harness replay`)",
-            escape(r)
+            md::text(r)
         );
     }
     details("Method", &body)
@@ -574,7 +556,7 @@ fn reproduce(results: &Results) -> String {
     let body = if results.reproduce.is_empty() {
         "No reproduce commands were recorded for this run.\n".to_string()
     } else {
-        fenced("sh", &results.reproduce)
+        md::fenced("sh", &results.reproduce, "")
     };
     details("Reproduce", &body)
 }
@@ -621,13 +603,13 @@ fn cannot_catch(results: &Results) -> String {
         body,
         "- **Code paths no benchmark exercises:** the suite {} only times what its benchmarks \
          call.",
-        code(&results.suite)
+        md::code(&results.suite)
     );
     let _ = writeln!(
         body,
         "- **Effects on other hardware:** these numbers come from this runner's CPU ({}, {} \
          cores); other CPUs, core counts, memory systems and GPUs can behave differently.",
-        escape(&results.host.cpu),
+        md::text(&results.host.cpu),
         results.host.cores
     );
     let _ = writeln!(
@@ -808,11 +790,175 @@ mod tests {
     #[test]
     fn untrusted_text_is_escaped() {
         let md = markdown(&fixtures::mixed());
-        assert!(md.contains(r"\<dependencies\> and the \*results\* data model"));
+        assert!(md.contains("&lt;dependencies&gt; and the &#42;results&#42; data model"));
         assert!(md.contains(r"`sample/top_k\|p/50`"));
         // The log's own ``` cannot close the fence around it.
         let md = markdown(&fixtures::base_build_failure());
         assert!(md.contains("````text\n"));
+    }
+
+    #[test]
+    fn a_change_to_the_gate_itself_is_said_at_the_top() {
+        let mut r = fixtures::mixed();
+        assert!(!markdown(&r).contains("changes the gate itself"));
+        r.gate_changes = (0..7).map(|i| format!("harness/src/f{i}.rs")).collect();
+        r.gate_changes.push("harness.yaml".into());
+        let md = markdown(&r);
+        assert!(!md.contains("review them before trusting"));
+        let note = md
+            .lines()
+            .find(|l| l.contains("changes the gate itself"))
+            .expect("the note");
+        assert!(
+            note.contains("`harness/src/f0.rs`") && note.contains("and 3 more"),
+            "{note}"
+        );
+        assert!(note.contains("base's harness and harness.yaml"));
+        // Before the table, right under the verdict.
+        assert!(md.find(note).unwrap() < md.find("| Status |").unwrap());
+        r.gate_changes.push(".github/workflows/pr-bench.yml".into());
+        assert!(markdown(&r).contains("review them before trusting this report"));
+    }
+
+    /// Free text an attacker would put in a results.json: a mention, an image, links, HTML, a
+    /// table-cell and code-span breaker, a fence breaker, a heading, ANSI and bidi controls.
+    const HOSTILE: &str = "@octocat @acme/security #1 <img src=https://evil.example/p.png> \
+        <a href=\"https://evil.example\">x</a> [click](https://evil.example) \
+        ![i](https://evil.example/i.png) https://evil.example www.evil.example a@evil.example \
+        `` ` `` | </details></summary> <!-- \n```\n# heading\n\u{1b}[31mred\u{202e}";
+
+    /// `results` with every string that can hold free text replaced by [`HOSTILE`] (a string
+    /// whose replacement no longer parses, an enum or a number, is kept).
+    fn hostile(results: &Results) -> Results {
+        fn paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::String(_) => out.push(at),
+                serde_json::Value::Array(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        paths(x, format!("{at}/{i}"), out);
+                    }
+                }
+                serde_json::Value::Object(o) => {
+                    for (k, x) in o {
+                        paths(
+                            x,
+                            format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                            out,
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut v = serde_json::to_value(results).unwrap();
+        let mut all = Vec::new();
+        paths(&v, String::new(), &mut all);
+        let mut replaced = 0;
+        for p in all {
+            let old = v.pointer(&p).cloned().unwrap();
+            *v.pointer_mut(&p).unwrap() = serde_json::Value::String(HOSTILE.into());
+            if serde_json::from_value::<Results>(v.clone()).is_ok() {
+                replaced += 1;
+            } else {
+                *v.pointer_mut(&p).unwrap() = old;
+            }
+        }
+        assert!(replaced > 20, "only {replaced} strings replaced");
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// What the rendered markdown makes live: links and images (by URL), HTML tag names, and
+    /// the text outside code that GitHub would turn into a mention, reference or link.
+    fn live(md: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+        use pulldown_cmark::{Event, Options, Parser, Tag};
+        let (mut links, mut tags, mut autolinked) = (Vec::new(), Vec::new(), Vec::new());
+        let tag_re = regex_lite::Regex::new(r"<\s*/?\s*([A-Za-z][A-Za-z0-9-]*)").unwrap();
+        let auto_re =
+            regex_lite::Regex::new(r"(?i)(^|[^\w])@[a-z0-9]|#[0-9]|https?://|www\.").unwrap();
+        let decode = |h: &str| {
+            let h = regex_lite::Regex::new(r"&#([0-9]+);").unwrap().replace_all(
+                h,
+                |c: &regex_lite::Captures| {
+                    char::from_u32(c[1].parse().unwrap_or(32))
+                        .unwrap_or(' ')
+                        .to_string()
+                },
+            );
+            h.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&")
+        };
+        let mut in_code_block = false;
+        for e in Parser::new_ext(md, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+            match e {
+                // Nothing in a fenced block is linked.
+                Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
+                Event::End(pulldown_cmark::TagEnd::CodeBlock) => in_code_block = false,
+                Event::Text(_) if in_code_block => {}
+                Event::Start(Tag::Link { dest_url, .. }) => links.push(dest_url.to_string()),
+                Event::Start(Tag::Image { dest_url, .. }) => {
+                    links.push(format!("image {dest_url}"))
+                }
+                Event::Html(h) | Event::InlineHtml(h) => {
+                    tags.extend(tag_re.captures_iter(&h).map(|c| c[1].to_lowercase()));
+                    // GitHub links mentions in an HTML block's text too (after decoding it).
+                    let text = regex_lite::Regex::new(r"<[^>]*>")
+                        .unwrap()
+                        .replace_all(&h, " ");
+                    let text = decode(&text);
+                    if auto_re.is_match(&text) {
+                        autolinked.push(text.to_string());
+                    }
+                    if h.contains("<!--") && !h.contains(MARKER) {
+                        tags.push("comment".into());
+                    }
+                }
+                Event::Text(t) if auto_re.is_match(&t) => autolinked.push(t.to_string()),
+                _ => {}
+            }
+        }
+        (links, tags, autolinked)
+    }
+
+    #[test]
+    fn hostile_strings_anywhere_in_the_results_render_inert() {
+        for fixture in [
+            fixtures::mixed(),
+            fixtures::with_e2e(),
+            fixtures::single_e2e(),
+            fixtures::base_build_failure(),
+        ] {
+            let (links0, mut tags0, _) = live(&markdown(&fixture));
+            let bad = hostile(&fixture);
+            let md = markdown(&bad);
+            let (links, mut tags, autolinked) = live(&md);
+            assert_eq!(links, links0, "a link or image from the results:\n{md}");
+            tags.sort();
+            tags0.sort();
+            // The report's own <details>/<summary>/<br> and nothing else.
+            let allowed = ["br", "details", "sub", "summary"];
+            assert!(
+                tags.iter().all(|t| allowed.contains(&t.as_str())),
+                "HTML from the results: {tags:?}\n{md}"
+            );
+            assert_eq!(
+                tags.iter().filter(|t| *t == "details").count(),
+                tags0.iter().filter(|t| *t == "details").count(),
+                "{md}"
+            );
+            assert!(
+                autolinked.is_empty(),
+                "would be linked: {autolinked:?}\n{md}"
+            );
+            assert!(!md.contains('\u{1b}') && !md.contains('\u{202e}'));
+            // The hostile heading stays inside its fence or line: no new heading.
+            assert_eq!(
+                md.lines().filter(|l| l.starts_with("# ")).count(),
+                0,
+                "{md}"
+            );
+        }
     }
 
     /// A suite big enough to overflow a GitHub comment.

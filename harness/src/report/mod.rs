@@ -14,6 +14,7 @@ mod e2e;
 mod export;
 pub mod format;
 mod markdown;
+pub mod md;
 mod term;
 
 #[cfg(test)]
@@ -369,7 +370,8 @@ fn log_tail(lines: &[String], max_lines: usize, max_width: usize) -> Vec<String>
     lines[skip..]
         .iter()
         .map(|l| {
-            let l = strip_ansi(l);
+            // ANSI sequences, then every other control character (`\r`, backspace, BEL).
+            let l = md::plain(l);
             if l.chars().count() > max_width {
                 let cut: String = l.chars().take(max_width).collect();
                 format!("{cut}…")

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table, presets};
 
 use super::format as fmt;
+use super::md::plain;
 use super::{Cells, counts_line, log_tail, verdict, worst_first};
 use crate::results::{Results, Status};
 
@@ -36,7 +37,8 @@ fn verdict_sgr(emoji: &str) -> &'static str {
 pub fn terminal(results: &Results, color: bool) -> String {
     let mut out = String::new();
     let (emoji, text) = verdict(results);
-    let line = format!("{emoji} {}: {text}", super::title(results));
+    // The e2e clause of the verdict quotes notes from the run.
+    let line = format!("{emoji} {}: {}", super::title(results), plain(&text));
     if color {
         let _ = writeln!(out, "\u{1b}[{}m{line}\u{1b}[0m", verdict_sgr(emoji));
     } else {
@@ -50,9 +52,9 @@ pub fn terminal(results: &Results, color: bool) -> String {
         };
         format!(
             "{} ({}{dirty}) {}",
-            fmt::short_sha(&r.sha),
-            r.spec,
-            r.subject
+            plain(fmt::short_sha(&r.sha)),
+            plain(&r.spec),
+            plain(&r.subject)
         )
     };
     if super::single_revision(results) {
@@ -63,6 +65,25 @@ pub fn terminal(results: &Results, color: bool) -> String {
             "base {}\n  PR {}",
             rev(&results.base),
             rev(&results.head)
+        );
+    }
+    if !results.gate_changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: this PR changes the gate itself ({}{}): the PR check judges it with the base's \
+             harness and harness.yaml",
+            results
+                .gate_changes
+                .iter()
+                .take(3)
+                .map(|p| plain(p))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if results.gate_changes.len() > 3 {
+                ", …"
+            } else {
+                ""
+            }
         );
     }
     let benches = worst_first(results);
@@ -84,7 +105,13 @@ pub fn terminal(results: &Results, color: bool) -> String {
         out.push_str("notes:\n");
         for b in noted {
             let note = b.note.as_deref().unwrap_or_default();
-            let _ = writeln!(out, "  {} {}: {note}", b.status.emoji(), b.id);
+            let _ = writeln!(
+                out,
+                "  {} {}: {}",
+                b.status.emoji(),
+                plain(&b.id),
+                plain(note)
+            );
         }
     }
     for f in &results.failures {
@@ -93,7 +120,7 @@ pub fn terminal(results: &Results, color: bool) -> String {
             "⛔ {} failed to {}: {}",
             f.side.word(),
             f.stage,
-            f.failure.message
+            plain(&f.failure.message)
         );
         for l in log_tail(&f.failure.log_tail, LOG_LINES, LOG_WIDTH) {
             let _ = writeln!(out, "   │ {l}");
@@ -106,7 +133,11 @@ pub fn terminal(results: &Results, color: bool) -> String {
     let _ = writeln!(
         out,
         "host: {}, {} cores, {:.1} GiB, {}, {}",
-        h.cpu, h.cores, h.mem_gib, h.os, h.rustc
+        plain(&h.cpu),
+        h.cores,
+        h.mem_gib,
+        plain(&h.os),
+        plain(&h.rustc)
     );
     let m = &results.method;
     if super::single_revision(results) {
@@ -118,7 +149,7 @@ pub fn terminal(results: &Results, color: bool) -> String {
         return out;
     }
     let thresholds = match &m.profile {
-        Some(p) => format!("profile {p}"),
+        Some(p) => format!("profile {}", plain(p)),
         None => "none: thresholds from within-run spread".into(),
     };
     let _ = writeln!(
@@ -126,12 +157,12 @@ pub fn terminal(results: &Results, color: bool) -> String {
         "method: {} rounds {} + up to {} for noisy + up to {} confirmation, {} CI, α {} ({}), floor {}, noise profile: \
          {thresholds}; {} wall",
         m.rounds,
-        m.order,
+        plain(&m.order),
         m.noise_rounds,
         m.confirmation_rounds,
         fmt::level(m.confidence),
         m.alpha,
-        m.correction,
+        plain(&m.correction),
         fmt::percent(m.floor),
         fmt::duration(results.wall_s),
     );
@@ -178,7 +209,7 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
                 b.status.emoji(),
                 b.status.label()
             ))),
-            Cell::new(&b.id),
+            Cell::new(plain(&b.id)),
             Cell::new(side(c.base, c.base_throughput)),
             Cell::new(side(c.head, c.head_throughput)),
             paint(Cell::new(c.change)),
