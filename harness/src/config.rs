@@ -259,6 +259,21 @@ pub struct InstructionsConfig {
     /// them out: they would take about a minute of its 3.
     #[serde(default)]
     pub suites: Option<Vec<String>>,
+    /// Which rows are counted: `attention` (the default), the rows time left ❔, ⚠️ or 🔴,
+    /// where a count can change the verdict (❔ → ⚠️) or explain it; or `all`. Counting is about
+    /// 8 s per row and side under callgrind, so counting every row of the full suite took longer
+    /// than its rounds.
+    #[serde(default)]
+    pub rows: InstructionRows,
+}
+
+/// `instructions.rows`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstructionRows {
+    #[default]
+    Attention,
+    All,
 }
 
 impl InstructionsConfig {

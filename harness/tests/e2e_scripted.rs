@@ -352,6 +352,49 @@ fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step(
     assert_eq!(t["status"], "diverged");
     assert_eq!(t["head"]["divergence"]["reference"], "oracle");
 
+    // Inside GitHub Actions the annotations go to stderr: stdout stays the JSON asked for.
+    let mut args: Vec<String> = [
+        "compare",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--no-profile",
+        "--device",
+        "cpu",
+        "--engine-bin",
+        &format!("base={good}"),
+        "--engine-bin",
+        &format!("head={bad}"),
+        "--oracle-bin",
+        &oracle,
+        "--format",
+        "json",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    args.extend([
+        "--repo".into(),
+        s.repo.display().to_string(),
+        "--cache-dir".into(),
+        s.cache.display().to_string(),
+    ]);
+    let o = run_harness_env(
+        &args,
+        &[
+            (harness::host::ASSUME_CUDA_ENV, "1"),
+            ("GITHUB_ACTIONS", "true"),
+        ],
+    );
+    serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        .expect("stdout is the JSON report alone");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("::error title=🔴 e2e diverged"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
     // The markdown report leads with it.
     let o = run_harness(&[
         "report".into(),

@@ -14,7 +14,7 @@ use super::e2e::{E2eOptions, e2e_tools, parse_side_bins};
 use super::{Common, Format};
 use crate::build::{BenchExes, build_side};
 use crate::cache::{ProfileChoice, load_profile, slot_target_dir};
-use crate::config::{Config, CriterionSettings, FailOn};
+use crate::config::{Config, CriterionSettings, FailOn, InstructionRows};
 use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
 use crate::git::{Checkout, Repo, resolve_checkout};
@@ -547,6 +547,7 @@ fn measure_benches(
             &collected,
             &mut benches,
             &opts.config.affinity,
+            opts.config.instructions.rows,
             &work_dir,
             &opts.cache_dir,
             progress,
@@ -556,14 +557,16 @@ fn measure_benches(
     (collected, benches)
 }
 
-/// Instruction counts of every single-threaded benchmark both sides ran (not `⛔`, 🆕, ➖), after
-/// the timed rounds so valgrind never slows them, and the verdict rule of
+/// Instruction counts of the single-threaded benchmarks both sides ran (not `⛔`, 🆕, ➖; with
+/// `instructions.rows: attention` only the ❔, ⚠️ and 🔴 rows), after the timed rounds so
+/// valgrind never slows them, and the verdict rule of
 /// `stats::with_instructions` applied. Without valgrind each row says so in its counts' error.
 fn count_instructions(
     m: &CriterionMeasurer,
     collected: &Collected,
     benches: &mut [BenchResult],
     affinity: &crate::config::AffinityConfig,
+    rows: InstructionRows,
     work_dir: &Path,
     cache_dir: &Path,
     progress: &dyn Progress,
@@ -576,6 +579,11 @@ fn count_instructions(
         .filter(|(_, b)| {
             !affinity.is_multi_threaded(&b.id)
                 && !matches!(b.status, Status::Failed | Status::Added | Status::Removed)
+                && (rows == InstructionRows::All
+                    || matches!(
+                        b.status,
+                        Status::TooNoisy | Status::PossibleRegression | Status::Regression
+                    ))
                 && b.base.is_some()
                 && b.head.is_some()
         })
