@@ -43,6 +43,8 @@ affinity:
 # Real callgrind runs of the fixture's serve loop (tools/valgrind.sh installs valgrind in CI).
 instructions:
   count: true
+  # Every row, so the unchanged bench's count is checked too (the default counts ❔/⚠️/🔴 only).
+  rows: all
 suites:
   # What the pre-push hook runs: two of the three benches, fewer rounds.
   quick:
@@ -470,6 +472,64 @@ fn compare_end_to_end_on_a_throwaway_repository() {
         .statuses(Some(git2::StatusOptions::new().include_untracked(true)))
         .unwrap();
     assert!(statuses.is_empty(), "the working tree changed");
+
+    // A head whose slow bench never returns (2^64 steps of spin): killed at its deadline
+    // (`deadlines.bench_s: 5` in a copy of the config), ⛔ with the timeout and its own row; the
+    // other rows are measured and decided as usual.
+    let hang = f.commit(&lib_rs(u64::MAX, 20_000, 20_000), "slow never returns");
+    let config = f.dir.path().join("hang.yaml");
+    std::fs::write(
+        &config,
+        format!("{HARNESS_YAML}\ndeadlines:\n  bench_s: 5\n"),
+    )
+    .unwrap();
+    let out = runs.join("hang");
+    let start = std::time::Instant::now();
+    let (code, _, stderr) = f.harness(
+        &[
+            "compare",
+            "--base",
+            &base,
+            "--head",
+            &hang,
+            "--config",
+            config.to_str().unwrap(),
+            "--no-profile",
+            "--format",
+            "md",
+            "--fail-on",
+            "red",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        true,
+    );
+    let took = start.elapsed();
+    let r: Results =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_ne!(code, 0, "{stderr}");
+    let timed_out: Vec<&str> = r
+        .failures
+        .iter()
+        .map(|f| f.failure.message.as_str())
+        .filter(|m| m.contains("work/slow/x") && m.contains("timed out after 5.0 s"))
+        .collect();
+    assert_eq!(timed_out.len(), 1, "{:?}\n{stderr}", r.failures);
+    assert_eq!(status_of(&r, "work/slow/x"), Status::Failed);
+    for id in ["work/fast/x", "work/same/x"] {
+        let b = r.benches.iter().find(|b| b.id == id).unwrap();
+        assert!(
+            b.status != Status::Failed && b.rounds >= 2,
+            "{id}: {:?} after {} rounds",
+            b.status,
+            b.rounds
+        );
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("timed out after 5.0 s"), "{md}");
+    // One kill, not one per round: the hung bench is not run again.
+    assert!(took < std::time::Duration::from_secs(240), "{took:?}");
+    f.git(&["reset", "-q", "--hard", &broken]);
 
     pre_push_hook(&f, &base);
 }
