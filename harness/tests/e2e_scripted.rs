@@ -103,6 +103,11 @@ impl Setup {
     }
 
     fn harness(&self, args: &[&str]) -> Output {
+        self.harness_env(args, &[(harness::host::ASSUME_CUDA_ENV, "1")])
+    }
+
+    /// [`Setup::harness`] with `env` set (replacing the CUDA assumption).
+    fn harness_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut a: Vec<String> = args.iter().map(|x| x.to_string()).collect();
         a.extend([
             "--repo".into(),
@@ -110,7 +115,7 @@ impl Setup {
             "--cache-dir".into(),
             self.cache.display().to_string(),
         ]);
-        run_harness(&a)
+        run_harness_env(&a, env)
     }
 
     fn oracle(&self) -> String {
@@ -306,7 +311,8 @@ fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step(
         .display()
         .to_string();
     let oracle = s.oracle();
-    let o = s.harness(&[
+    let (base_bin, head_bin) = (format!("base={good}"), format!("head={bad}"));
+    let compare = [
         "compare",
         "--base",
         "HEAD",
@@ -316,14 +322,15 @@ fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step(
         "--device",
         "cpu",
         "--engine-bin",
-        &format!("base={good}"),
+        &base_bin,
         "--engine-bin",
-        &format!("head={bad}"),
+        &head_bin,
         "--oracle-bin",
         &oracle,
         "--format",
         "json",
-    ]);
+    ];
+    let o = s.harness(&compare);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -353,35 +360,8 @@ fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step(
     assert_eq!(t["head"]["divergence"]["reference"], "oracle");
 
     // Inside GitHub Actions the annotations go to stderr: stdout stays the JSON asked for.
-    let mut args: Vec<String> = [
-        "compare",
-        "--base",
-        "HEAD",
-        "--head",
-        "HEAD",
-        "--no-profile",
-        "--device",
-        "cpu",
-        "--engine-bin",
-        &format!("base={good}"),
-        "--engine-bin",
-        &format!("head={bad}"),
-        "--oracle-bin",
-        &oracle,
-        "--format",
-        "json",
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
-    args.extend([
-        "--repo".into(),
-        s.repo.display().to_string(),
-        "--cache-dir".into(),
-        s.cache.display().to_string(),
-    ]);
-    let o = run_harness_env(
-        &args,
+    let o = s.harness_env(
+        &compare,
         &[
             (harness::host::ASSUME_CUDA_ENV, "1"),
             ("GITHUB_ACTIONS", "true"),
