@@ -388,10 +388,7 @@ pub fn vetted(mut results: Results) -> Result<Results, String> {
             ));
         }
     }
-    let single = results
-        .e2e
-        .as_ref()
-        .is_some_and(|e| e.mode == crate::results::E2eMode::Single);
+    let single = report::single_revision(&results);
     // A single-revision run's suite is a label ("e2e of suite quick"), not used in a command.
     let suite_ok = single
         || !results.suite.is_empty()
@@ -406,7 +403,7 @@ pub fn vetted(mut results: Results) -> Result<Results, String> {
             report::md::cap(&results.suite, 80)
         ));
     }
-    results.reproduce = reproduce(&results);
+    results.reproduce = reproduce(&results, single);
     Ok(results)
 }
 
@@ -415,7 +412,7 @@ fn is_commit_id(s: &str) -> bool {
 }
 
 /// The commands that reproduce a vetted run, from its commit ids and suite alone.
-fn reproduce(r: &Results) -> Vec<String> {
+fn reproduce(r: &Results, single: bool) -> Vec<String> {
     let dirty = |rev: &crate::results::Revision| {
         if rev.dirty {
             "  # measured with uncommitted changes on top of this commit"
@@ -423,10 +420,6 @@ fn reproduce(r: &Results) -> Vec<String> {
             ""
         }
     };
-    let single = r
-        .e2e
-        .as_ref()
-        .is_some_and(|e| e.mode == crate::results::E2eMode::Single);
     if single {
         vec![format!(
             "harness e2e --rev {}{}",

@@ -89,11 +89,6 @@ impl Deadline {
         self.fired.load(Ordering::SeqCst)
     }
 
-    /// The limit.
-    pub fn limit(&self) -> Duration {
-        self.limit
-    }
-
     /// `{what} timed out after N s ({setting} in harness.yaml)`.
     pub fn message(&self, what: &str, setting: &str) -> String {
         timed_out(what, self.limit, setting)

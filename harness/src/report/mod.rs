@@ -227,7 +227,8 @@ fn instructions_cell(b: &BenchResult) -> String {
 }
 
 /// Whether this is a single-revision end-to-end run (`harness e2e`).
-fn single_revision(results: &Results) -> bool {
+/// Whether `results` is a single-revision (`harness e2e`) run rather than a comparison.
+pub fn single_revision(results: &Results) -> bool {
     results
         .e2e
         .as_ref()
