@@ -320,6 +320,60 @@ pub fn build_side(
 mod tests {
     use super::*;
 
+    /// A hung build (here a fake cargo whose "compiler" never returns) is killed with its whole
+    /// process group at `deadlines.build_s`, and the failure says so with the log's tail.
+    #[test]
+    fn a_hung_build_is_killed_at_its_deadline_with_its_compilers() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let pid_file = dir.path().join("rustc.pid");
+        let cargo = crate::process::test_script(
+            &dir.path().join("cargo"),
+            &format!(
+                "#!/bin/sh\n[ $# -eq 0 ] && exit 0\necho '   Compiling engine v0.1.0' >&2\n\
+                 sleep 600 & echo $! > '{}'\nwait\n",
+                pid_file.display()
+            ),
+        );
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["build", "--release"]);
+        let start = std::time::Instant::now();
+        let err = run_cargo(
+            cmd,
+            "cargo build",
+            dir.path(),
+            &dir.path().join("target"),
+            &|_| {},
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            err.message.contains("timed out after 1 s") && err.message.contains("build_s"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.log_tail, ["   Compiling engine v0.1.0"]);
+        // The "compiler" (a grandchild) went with it, not left running.
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let alive = || {
+            std::fs::read_to_string(&stat)
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
+        };
+        for _ in 0..100 {
+            if !alive() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive(), "the grandchild {} still runs", pid.trim());
+    }
+
     #[test]
     fn finds_bench_executables_only() {
         let msgs = r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"engine"},"executable":null}

@@ -162,7 +162,8 @@ pub fn timed_out(what: &str, limit: Duration, setting: &str) -> String {
     let s = if s >= 10.0 {
         format!("{s:.0}")
     } else {
-        format!("{s:.1}")
+        // One decimal, none when it is a whole number: "0.3 s", "5 s".
+        format!("{}", (s * 10.0).round() / 10.0)
     };
     format!("{what} timed out after {s} s and was killed (deadlines.{setting} in harness.yaml)")
 }
@@ -174,6 +175,25 @@ impl Drop for Deadline {
             let _ = t.join();
         }
     }
+}
+
+/// Writes an executable script for a test, and returns once it can be run: while another test
+/// thread forks, the child briefly holds this thread's write descriptor, and exec fails with
+/// ETXTBSY ("Text file busy") until it has exec'd itself. A first successful run (no arguments,
+/// stdin at EOF: the script must end at once then) means no such child is left, and none can
+/// appear after the descriptor is closed.
+#[cfg(test)]
+pub(crate) fn test_script(p: &std::path::Path, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(p, text).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for _ in 0..200 {
+        match Command::new(p).stdin(Stdio::null()).output() {
+            Err(e) if e.raw_os_error() == Some(26) => std::thread::sleep(Duration::from_millis(5)),
+            _ => break,
+        }
+    }
+    p.to_path_buf()
 }
 
 #[cfg(test)]

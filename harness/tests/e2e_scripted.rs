@@ -585,3 +585,86 @@ fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_row
     let samples = &step["base"]["runs_ms"].as_array().unwrap()[0];
     assert_eq!(samples.as_array().unwrap().len(), 3, "{step}");
 }
+
+/// A hung `engine profile` (the text case only) and then a hung `oracle decode` are killed at
+/// `deadlines.e2e_s`: their rows are ⛔ "timed out after 2 s" with the tool's stderr, and every
+/// other row is still decided.
+#[test]
+fn a_hung_engine_or_oracle_is_killed_at_its_deadline_and_the_other_rows_are_decided() {
+    let s = Setup::new();
+    let hang_on_text = engine_script(GOOD, &FAST)
+        .replace(
+            "    --out) out=$2; shift ;;\n",
+            "    --out) out=$2; shift ;;\n    --prompt) prompt=$2; shift ;;\n",
+        )
+        .replace(
+            "  profile)\n",
+            "  profile)\n    if [ -n \"$prompt\" ]; then echo 'loading the text prompt' >&2; sleep 600; fi\n",
+        );
+    let engine = s.script("engine", &hang_on_text).display().to_string();
+    let config = s.bin.join("hang.yaml");
+    fs::write(&config, format!("{CONFIG}deadlines:\n  e2e_s: 2\n")).unwrap();
+    let config = config.display().to_string();
+    let oracle = s.oracle();
+    let args = |oracle: &str| -> Vec<String> {
+        [
+            "e2e",
+            "--device",
+            "cpu",
+            "--engine-bin",
+            &engine,
+            "--oracle-bin",
+            oracle,
+            "--config",
+            &config,
+            "--format",
+            "json",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let start = std::time::Instant::now();
+    let a = args(&oracle);
+    let o = s.harness(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    let v = results_json(&o);
+    assert_eq!(v["outcome"], "fail", "{v}");
+    let text = row(&v, "correctness", "text/hello/cpu-f32");
+    assert_eq!(text["status"], "failed", "{text}");
+    let msg = text["head"]["note"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("`engine profile` timed out after 2 s") && msg.contains("deadlines.e2e_s"),
+        "{text}"
+    );
+    assert_eq!(
+        text["head"]["log_tail"],
+        serde_json::json!(["loading the text prompt"])
+    );
+    assert_eq!(
+        row(&v, "correctness", "tiny/g1/cpu-f32")["status"],
+        "identical"
+    );
+    assert!(row(&v, "speed", "tiny/g1/cpu-f32")["head"]["median_ms_per_step"].is_number());
+
+    // The oracle hangs: every correctness row fails with the oracle's timeout, none hangs the run.
+    let hung_oracle = s
+        .script(
+            "oracle-hung",
+            "#!/bin/sh\necho 'reading the model' >&2\nsleep 600\n",
+        )
+        .display()
+        .to_string();
+    let start = std::time::Instant::now();
+    let a = args(&hung_oracle);
+    let o = s.harness(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    let v = results_json(&o);
+    let tiny = row(&v, "correctness", "tiny/g1/cpu-f32");
+    assert_eq!(tiny["status"], "failed", "{tiny}");
+    assert!(
+        tiny.to_string()
+            .contains("`oracle-hung decode` timed out after 2 s"),
+        "{tiny}"
+    );
+    assert!(row(&v, "speed", "tiny/g1/cpu-f32")["head"]["median_ms_per_step"].is_number());
+}

@@ -400,6 +400,53 @@ fn tail_of(out: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// `engine profile` and `oracle decode` that never answer are killed at `deadlines.e2e_s`;
+    /// the failure names the call and the setting and keeps what they wrote to stderr.
+    #[test]
+    fn a_hung_profile_or_oracle_is_killed_at_its_deadline() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let hang = "#!/bin/sh\n[ $# -eq 0 ] && exit 0\necho \"loading $1\" >&2\nsleep 600\n";
+        let tools = Tools {
+            engine: crate::process::test_script(&dir.path().join("engine"), hang),
+            oracle: crate::process::test_script(&dir.path().join("oracle"), hang),
+            deadline: std::time::Duration::from_secs(1),
+        };
+        let model = dir.path().join("model");
+        let req = ProfileRequest {
+            model: &model,
+            device: Device::Cpu,
+            dtype: Dtype::F32,
+            prompt: Prompt::Ids(&[1, 2]),
+            tokens: 4,
+            warmups: 0,
+            runs: 1,
+            decode_skip: 0,
+            threads: 1,
+        };
+        let start = std::time::Instant::now();
+        let f = tools.profile(&req).unwrap_err();
+        assert!(
+            f.failure
+                .message
+                .starts_with("`engine profile` timed out after 1 s")
+                && f.failure.message.contains("e2e_s"),
+            "{}",
+            f.failure.message
+        );
+        assert_eq!(f.failure.log_tail, ["loading profile"]);
+        assert_eq!(f.not_run, None);
+        let f = tools.oracle(&model, Prompt::Ids(&[1]), 4).unwrap_err();
+        assert!(
+            f.failure
+                .message
+                .starts_with("`oracle decode` timed out after 1 s"),
+            "{}",
+            f.failure.message
+        );
+        assert_eq!(f.failure.log_tail, ["loading decode"]);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    }
+
     #[test]
     fn cuda_errors_are_told_apart_from_crashes() {
         let stub = "error: engine was built without the `cuda` feature (rebuild with `cargo build --release -p engine --features cuda`)";

@@ -424,7 +424,6 @@ pub fn serves(exe: &Path, id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
     use std::time::Duration;
 
     const ID: &str = "g/f/p";
@@ -446,22 +445,8 @@ mod tests {
         executable(&dir.join(name), &format!("#!/bin/sh\n{body}"))
     }
 
-    /// Writes an executable script, and returns once it can be run: while another test thread
-    /// forks, the child briefly holds this thread's write descriptor, and exec fails with
-    /// ETXTBSY ("Text file busy") until it has exec'd itself. A first successful run means no
-    /// such child is left, and none can appear after the descriptor is closed.
     fn executable(p: &Path, text: &str) -> std::path::PathBuf {
-        std::fs::write(p, text).unwrap();
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        for _ in 0..200 {
-            match Command::new(p).stdin(Stdio::null()).output() {
-                Err(e) if e.raw_os_error() == Some(26) => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                _ => break,
-            }
-        }
-        p.to_path_buf()
+        crate::process::test_script(p, text)
     }
 
     fn settings() -> PairSettings {
@@ -593,7 +578,7 @@ mod tests {
         );
         assert_eq!(e.which, 1);
         assert!(
-            e.failure.message.contains("timed out after 2.0 s")
+            e.failure.message.contains("timed out after 2 s")
                 && e.failure.message.contains("deadlines.bench_s"),
             "{e:?}"
         );
