@@ -262,9 +262,8 @@ pub fn measure_pair(
     let mut throughput = None;
     let mut iters: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for j in 0..k {
+    for (j, samples) in process_shares(settings.samples, k).into_iter().enumerate() {
         // This pair's share of the samples and of the measurement time.
-        let samples = settings.samples / k + u32::from(j < settings.samples % k);
         if samples == 0 {
             continue;
         }
@@ -302,6 +301,26 @@ pub fn measure_pair(
         },
     };
     Ok([measured(ia, a), measured(ib, b)])
+}
+
+/// How `samples` sample pairs are split over `k` pairs of processes: about evenly, with every
+/// pair of processes starting at an offset of its own index's parity. Pair `j` starts the other
+/// side first when `j` is odd, so with those offsets the sample pairs of the whole round keep the
+/// one-process layout: in even-indexed pairs the second side's sample follows a switch, in odd
+/// ones the first side's, which is what `stats::paired_log_ratio`'s two classes rely on.
+fn process_shares(samples: u32, k: u32) -> Vec<u32> {
+    let k = k.max(1);
+    let mut offsets = vec![0u32];
+    for j in 1..k {
+        let prev = *offsets.last().expect("non-empty");
+        let mut x = ((u64::from(samples) * u64::from(j) + u64::from(k) / 2) / u64::from(k)) as u32;
+        if x % 2 != j % 2 {
+            x = if x > prev { x - 1 } else { x + 1 };
+        }
+        offsets.push(x.clamp(prev, samples));
+    }
+    offsets.push(samples);
+    offsets.windows(2).map(|w| w[1] - w[0]).collect()
 }
 
 /// What one pair of processes gave: the announced throughput, the iterations per sample and
@@ -488,6 +507,45 @@ mod tests {
     }
 
     #[test]
+    fn process_shares_keep_the_switch_layout_of_one_process_pair() {
+        assert_eq!(process_shares(10, 1), [10]);
+        assert_eq!(process_shares(10, 2), [5, 5]);
+        assert_eq!(process_shares(20, 2), [9, 11]);
+        assert_eq!(process_shares(12, 3), [3, 5, 4]);
+        assert_eq!(process_shares(2, 3), [1, 1, 0]);
+        for samples in 1..40u32 {
+            for k in 1..6u32 {
+                let shares = process_shares(samples, k);
+                assert_eq!(shares.iter().sum::<u32>(), samples);
+                // Which side (0 = the round's first) follows a switch in each sample pair, as
+                // measure_pair and sample_pair order them: after the warm-ups (the pair's first
+                // side, then its second) both do; after that the pair's second side in its even
+                // local pairs, its first in odd ones; odd process pairs swap the sides.
+                let mut after_switch = Vec::new();
+                for (j, &n) in shares.iter().enumerate() {
+                    let swap = j % 2 == 1;
+                    for i in 0..n {
+                        let local = if i == 0 { 2 } else if i % 2 == 0 { 1 } else { 0 };
+                        after_switch.push(match (local, swap) {
+                            (2, _) => 2,
+                            (l, false) => l,
+                            (l, true) => 1 - l,
+                        });
+                    }
+                }
+                let even_ok = after_switch.iter().step_by(2).all(|&x| x != 0);
+                let odd_ok = after_switch.iter().skip(1).step_by(2).all(|&x| x != 1);
+                let enough = shares.iter().all(|&n| n > 0) || samples < 2 * k;
+                assert!(
+                    (even_ok && odd_ok) || samples < 2 * k,
+                    "{samples} / {k}: {shares:?} {after_switch:?}"
+                );
+                assert!(enough, "{samples} / {k}: {shares:?}");
+            }
+        }
+    }
+
+    #[test]
     fn two_process_pairs_split_the_samples_and_the_second_starts_the_other_side_first() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
@@ -499,8 +557,9 @@ mod tests {
         };
         let [ma, mb] = measure_pair([&a, &b], ID, &s, 0, None).unwrap();
         let order: String = std::fs::read_to_string(&log).unwrap().lines().collect();
-        // Pair 1: warm-up A, B, then ABBA; pair 2: warm-up B, A, then BAAB.
-        assert_eq!(order, ["AAA", "BB", "ABBA", "BB", "AAA", "BAAB"].concat());
+        // Pair 1: warm-up A, B, then AB; pair 2: warm-up B, A, then BAABBA (process_shares:
+        // the second pair starts at an odd sample index, its first side being B).
+        assert_eq!(order, ["AAA", "BB", "AB", "BB", "AAA", "BAABBA"].concat());
         assert_eq!(ma.sample.times_ns.len(), 4);
         assert_eq!(mb.sample.times_ns.len(), 4);
         // Each pair's samples are half the measurement: 0.5 ms / 2 at 2 µs per iteration.

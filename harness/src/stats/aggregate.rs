@@ -111,12 +111,20 @@ fn per_iteration(iters: &[f64], times_ns: &[f64]) -> Option<Vec<f64>> {
 
 /// The log ratio `ln(head / base)` of one **paired** round (harness/src/measure/serve.rs): sample `i` of
 /// each side was taken back to back with the other's, so each pair shares the machine's state of
-/// that moment; the round's value is the median over pairs of `ln(head_i / base_i)` (per
-/// iteration). A pair in which one side was disturbed moves the median little, a drift across
-/// the round cancels within each pair. Measured on the saved paired trials (2026-11-30, 271
-/// benchmark × trial series of 6 rounds; harness/eval/round_estimators.py): per-round sd median
-/// 0.030 / p90 0.080 this way, 0.032 / 0.098 as the ratio of each side's lower quartile
-/// (harness/STATS.md, section 2).
+/// that moment, and a drift across the round cancels within each pair. Of the per-iteration
+/// pair log ratios `dᵢ = ln(head_i / base_i)`, the round's value is the mean of two medians:
+/// over the even-indexed pairs and over the odd-indexed ones (the
+/// median of all with fewer than 6 pairs, where a class of 2 would be its mean). A pair in which
+/// one side was disturbed moves its class's median little.
+///
+/// Why two medians: the serve protocol samples F S S F F S … (`measure_pair` keeps that layout
+/// across process pairs), so in every pair one side's sample came right after the other process
+/// ran, and it is the second side in even pairs, the first in odd ones. That sample is slower
+/// when the other process evicted its caches (+12 % on `tokenization/encode`, +8 % on
+/// `matmul/bf16_t1/32x1024x1024`; `harness noise`'s switch column), so the pairs' ratios alternate
+/// `true + s`, `true − s`; one median over all of them lands anywhere between, while the mean of
+/// the two classes' medians cancels `s` (the carry-over balance of an ABBA crossover). Measured
+/// on saved A/A runs (harness/eval/noise/switch_blocks.py; harness/STATS.md, section 2).
 ///
 /// `None` unless both sides have the same number of valid samples (as [`round_estimate`]).
 pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Option<f64> {
@@ -128,7 +136,11 @@ pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Optio
         return None;
     }
     let d: Vec<f64> = b.iter().zip(&h).map(|(b, h)| (h / b).ln()).collect();
-    median(&d)
+    if d.len() < 6 {
+        return median(&d);
+    }
+    let class = |parity: usize| -> Vec<f64> { d.iter().skip(parity).step_by(2).copied().collect() };
+    Some((median(&class(0))? + median(&class(1))?) / 2.0)
 }
 
 #[cfg(test)]
@@ -136,7 +148,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_paired_round_is_the_median_of_its_pairs_log_ratios() {
+    fn a_paired_round_outvotes_a_disturbed_pair_and_cancels_a_step() {
         let iters = [2.0; 5];
         let base = [200.0, 200.0, 400.0, 200.0, 200.0];
         // Pairs 1.1×, 1.1×, 0.55× (base disturbed), 1.1×, 3× (head disturbed): median 1.1×.
@@ -154,6 +166,30 @@ mod tests {
         );
         assert_eq!(paired_log_ratio((&iters, &base), (&iters, &[0.0; 5])), None);
         assert_eq!(paired_log_ratio((&[], &[]), (&[], &[])), None);
+    }
+
+    #[test]
+    fn a_switch_effect_that_alternates_between_pairs_cancels() {
+        // True ratio 1.05; the sample after a switch is 12 % slower: head's in even pairs, base's
+        // in odd ones, so the pairs' ratios alternate 1.05·1.12 and 1.05/1.12. One pair's base
+        // sample was disturbed (1.5× slower): a single median over all pairs then falls into
+        // the lower class (about 1.05/1.12), the two classes' medians keep 1.05.
+        let iters = [1.0; 10];
+        let mut base: Vec<f64> = (0..10)
+            .map(|i| if i % 2 == 1 { 112.0 } else { 100.0 } + 0.1 * i as f64)
+            .collect();
+        base[4] *= 1.5;
+        let head: Vec<f64> = (0..10)
+            .map(|i| 105.0 * if i % 2 == 0 { 1.12 } else { 1.0 } + 0.07 * i as f64)
+            .collect();
+        let d = paired_log_ratio((&iters, &base), (&iters, &head)).unwrap();
+        assert!((d - 1.05f64.ln()).abs() < 0.01, "{d}");
+        let all: Vec<f64> = base.iter().zip(&head).map(|(b, h)| (h / b).ln()).collect();
+        let one_median = median(&all).unwrap();
+        assert!((one_median - (1.05f64 / 1.12).ln()).abs() < 0.01, "{one_median}");
+        // Five pairs: too few for two classes of three, the median of all.
+        let d = paired_log_ratio((&iters[..5], &base[..5]), (&iters[..5], &head[..5])).unwrap();
+        assert_eq!(Some(d), median(&all[..5]));
     }
 
     #[test]
