@@ -56,6 +56,25 @@ fn gather(c: &mut Criterion) {
             g.bench(dname, sname, || {
                 cpu.gather(black_box(&table), black_box(&ids), 0)
             });
+            if sname == "large" {
+                // Experiment (harness/eval/noise/cold.yaml): other rows on every call (16 sets
+                // of `rows` ids covering the whole table), so they come from L3 as a prompt's
+                // embeddings do, and the process's physical pages no longer decide its L2 hit
+                // rate.
+                let sets: Vec<Tensor> = (0..16i64)
+                    .map(|s| {
+                        let ids: Vec<i64> = (0..rows as i64)
+                            .map(|i| ((i * 16 + s) * 7919) % TABLE[0] as i64)
+                            .collect();
+                        Tensor::i64(&[rows], ids).expect("ids")
+                    })
+                    .collect();
+                let mut next = 0;
+                g.bench(dname, "large_cold", || {
+                    next = (next + 1) % sets.len();
+                    cpu.gather(black_box(&table), black_box(&sets[next]), 0)
+                });
+            }
         }
     }
     g.finish();
