@@ -525,7 +525,13 @@ mod tests {
                 for (j, &n) in shares.iter().enumerate() {
                     let swap = j % 2 == 1;
                     for i in 0..n {
-                        let local = if i == 0 { 2 } else if i % 2 == 0 { 1 } else { 0 };
+                        let local = if i == 0 {
+                            2
+                        } else if i % 2 == 0 {
+                            1
+                        } else {
+                            0
+                        };
                         after_switch.push(match (local, swap) {
                             (2, _) => 2,
                             (l, false) => l,

@@ -186,7 +186,10 @@ mod tests {
         assert!((d - 1.05f64.ln()).abs() < 0.01, "{d}");
         let all: Vec<f64> = base.iter().zip(&head).map(|(b, h)| (h / b).ln()).collect();
         let one_median = median(&all).unwrap();
-        assert!((one_median - (1.05f64 / 1.12).ln()).abs() < 0.01, "{one_median}");
+        assert!(
+            (one_median - (1.05f64 / 1.12).ln()).abs() < 0.01,
+            "{one_median}"
+        );
         // Five pairs: too few for two classes of three, the median of all.
         let d = paired_log_ratio((&iters[..5], &base[..5]), (&iters[..5], &head[..5])).unwrap();
         assert_eq!(Some(d), median(&all[..5]));
