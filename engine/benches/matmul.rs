@@ -31,30 +31,10 @@ fn matmul(c: &mut Criterion) {
                 g.bench(format!("{dname}_t{t}"), format!("{m}x{k}x{n}"), || {
                     cpu.matmul(black_box(&a), black_box(&b))
                 });
-                if (m, k, n) == (32, 512, 512) && t == 1 {
-                    // Experiment (harness/eval/noise/cold.yaml): the same product with the
-                    // weight taken in turn from copies totalling ≥ 8 MiB (4× this machine's
-                    // 2 MiB L2), so it comes from L3 on every call as in a decode step, and the
-                    // process's physical pages no longer decide its L2 hit rate.
-                    let copies = cold_copies(k * n * common::elem_bytes(dtype) as usize);
-                    let bs: Vec<_> = (0..copies)
-                        .map(|i| tensor(dtype, &[k, n], 6 + i as u64))
-                        .collect();
-                    let mut next = 0;
-                    g.bench(format!("{dname}_t{t}"), format!("{m}x{k}x{n}_cold"), || {
-                        next = (next + 1) % bs.len();
-                        cpu.matmul(black_box(&a), black_box(&bs[next]))
-                    });
-                }
             }
         }
     }
     g.finish();
-}
-
-/// Copies of a `bytes`-sized input that together take at least 8 MiB.
-fn cold_copies(bytes: usize) -> usize {
-    (8usize << 20).div_ceil(bytes.max(1)).max(2)
 }
 
 criterion_group!(benches, matmul);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::config::{Config, CriterionSettings};
-use crate::measure::serve::SAMPLING_MODE;
+use crate::measure::serve::pair_layout;
 use crate::measure::{Collect, Collected, Measurer, TargetPlan, exact_filter, run_rounds};
 use crate::progress::Progress;
 use crate::results::{BenchResult, Method, RawSample, Results, SideResult, Status, now_unix};
@@ -72,10 +72,14 @@ pub fn inputs_from(collected: &Collected) -> Vec<BenchInput> {
 fn paired_ratio(base: &[RawSample], head: &[RawSample], r: u32) -> Option<f64> {
     fn of(s: &[RawSample], r: u32) -> Option<&RawSample> {
         s.iter()
-            .find(|x| x.round == r && x.sampling_mode == SAMPLING_MODE)
+            .find(|x| x.round == r && pair_layout(&x.sampling_mode).is_some())
     }
     let (b, h) = (of(base, r)?, of(head, r)?);
-    stats::paired_log_ratio((&b.iters, &b.times_ns), (&h.iters, &h.times_ns))
+    if b.sampling_mode != h.sampling_mode {
+        return None;
+    }
+    let layout = pair_layout(&b.sampling_mode)?;
+    stats::paired_log_ratio((&b.iters, &b.times_ns), (&h.iters, &h.times_ns), layout)
 }
 
 fn side_result(samples: &[RawSample]) -> Option<SideResult> {

@@ -20,7 +20,7 @@ use crate::cache::slot_target_dir;
 use crate::config::{AffinityConfig, CriterionSettings, Pin};
 use crate::git::{Checkout, Repo};
 use crate::host;
-use crate::measure::serve::SAMPLING_MODE;
+use crate::measure::serve::{SAMPLING_MODE_WARM, pair_layout};
 use crate::measure::{Affinity, Collected, CriterionMeasurer, instructions, plan_for, run_rounds};
 use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
@@ -173,8 +173,8 @@ fn noise_rounds(
                         first,
                         second,
                         base_first: base_first(b.round),
-                        paired: b.sampling_mode == SAMPLING_MODE
-                            && h.sampling_mode == SAMPLING_MODE,
+                        layout: pair_layout(&b.sampling_mode)
+                            .filter(|_| b.sampling_mode == h.sampling_mode),
                     })
                 })
                 .collect();
@@ -254,7 +254,9 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
                 .enumerate()
                 .map(|(i, ms)| RawSample {
                     round: i as u32,
-                    sampling_mode: if s.paired { SAMPLING_MODE } else { "flat" }.into(),
+                    // Paired end-to-end decodes drop each side's first request after a switch
+                    // (since 2026-12-01): the warm layout.
+                    sampling_mode: if s.paired { SAMPLING_MODE_WARM } else { "flat" }.into(),
                     iters: vec![1.0; ms.len()],
                     times_ns: ms.iter().map(|t| t * 1e6).collect(),
                 })

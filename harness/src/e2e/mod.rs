@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
-use crate::measure::serve::SAMPLING_MODE;
+use crate::measure::serve::{SAMPLING_MODE_WARM, pair_layout};
 use crate::measure::{Affinity, Measured, Measurer, TargetPlan};
 use crate::progress::Progress;
 use crate::results::{
@@ -514,7 +514,9 @@ fn prefill_row(
             tok_s: prompt_tokens(s) as f64 * 1e3 / median,
             prefill_ms: median,
             cuda_graph: None,
-            paired: samples.iter().all(|x| x.sampling_mode == SAMPLING_MODE),
+            paired: samples
+                .iter()
+                .all(|x| pair_layout(&x.sampling_mode).is_some()),
         })
     };
     let bench = by_id.get(id.as_str());
@@ -857,8 +859,14 @@ impl Measurer for E2eMeasurer<'_> {
                 .push((round, prof));
             let steps = served.iter().map(|r| r.ms_per_step).collect();
             let prefill = served.iter().map(|r| r.prefill_ms).collect();
-            out.push((side, row(target.to_string(), round, SAMPLING_MODE, steps)));
-            out.push((side, row(prefill_id(target), round, SAMPLING_MODE, prefill)));
+            out.push((
+                side,
+                row(target.to_string(), round, SAMPLING_MODE_WARM, steps),
+            ));
+            out.push((
+                side,
+                row(prefill_id(target), round, SAMPLING_MODE_WARM, prefill),
+            ));
         }
         Ok(out)
     }
@@ -1015,7 +1023,9 @@ pub fn run_compare(
             let mut side = speed_side(profiles)?;
             if let Some(c) = collected.benches.get(&check.id) {
                 (side.runs_ms, side.per_round_ms) = rounds_ms(samples(c));
-                side.paired = samples(c).iter().all(|x| x.sampling_mode == SAMPLING_MODE);
+                side.paired = samples(c)
+                    .iter()
+                    .all(|x| pair_layout(&x.sampling_mode).is_some());
                 if let Some(med) = stats::median(&side.per_round_ms) {
                     side.median_ms_per_step = med;
                     side.tok_s = 1e3 / med;

@@ -30,8 +30,26 @@ use crate::vocab::ProcessFailure;
 pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
 const PREFIX: &str = "harness-serve";
 /// `RawSample::sampling_mode` of paired samples: sample `i` of base and of head were taken back
-/// to back, and the round's log ratio is the median over those pairs (`stats::paired_log_ratio`).
+/// to back in the order F S S F F S …, so in each pair one side's sample follows a switch, and
+/// the round's log ratio is the mean of the even and odd pairs' medians
+/// (`stats::paired_log_ratio` with [`PairLayout::SwitchAlternates`]).
 pub const SAMPLING_MODE: &str = "paired";
+/// `RawSample::sampling_mode` of paired end-to-end decodes (e2e/mod.rs): requests in turn as
+/// above, but each side's first request after the other's is run and not kept, so no kept
+/// sample follows a switch and the round's log ratio is the median over all pairs
+/// ([`PairLayout::Warm`]).
+pub const SAMPLING_MODE_WARM: &str = "paired_warm";
+
+pub use crate::stats::PairLayout;
+
+/// How a sample mode's pairs were taken, `None` when they were not paired.
+pub fn pair_layout(mode: &str) -> Option<PairLayout> {
+    match mode {
+        SAMPLING_MODE => Some(PairLayout::SwitchAlternates),
+        SAMPLING_MODE_WARM => Some(PairLayout::Warm),
+        _ => None,
+    }
+}
 
 /// What went wrong, and on which of the two executables (index into the `exes` given).
 #[derive(Clone, Debug, PartialEq)]

@@ -109,6 +109,15 @@ fn per_iteration(iters: &[f64], times_ns: &[f64]) -> Option<Vec<f64>> {
         .collect()
 }
 
+/// How the samples of a paired round were taken (harness/src/measure/serve.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairLayout {
+    /// F S S F F S …: in each pair one side's sample follows the other process's (benchmarks).
+    SwitchAlternates,
+    /// Each side's first request after a switch was dropped (end-to-end decodes).
+    Warm,
+}
+
 /// The log ratio `ln(head / base)` of one **paired** round (harness/src/measure/serve.rs): sample `i` of
 /// each side was taken back to back with the other's, so each pair shares the machine's state of
 /// that moment, and a drift across the round cancels within each pair. Of the per-iteration
@@ -127,7 +136,14 @@ fn per_iteration(iters: &[f64], times_ns: &[f64]) -> Option<Vec<f64>> {
 /// on saved A/A runs (harness/eval/noise/switch_blocks.py; harness/STATS.md, section 2).
 ///
 /// `None` unless both sides have the same number of valid samples (as [`round_estimate`]).
-pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Option<f64> {
+/// With [`PairLayout::Warm`] (no kept sample follows a switch: the end-to-end decodes) there is
+/// nothing to cancel, and the median over all pairs is kept: on the saved end-to-end A/A rows
+/// two medians of 5 had a higher per-round sd than one of 10 (median 3.0 against 2.4 %).
+pub fn paired_log_ratio(
+    base: (&[f64], &[f64]),
+    head: (&[f64], &[f64]),
+    layout: PairLayout,
+) -> Option<f64> {
     let (b, h) = (
         per_iteration(base.0, base.1)?,
         per_iteration(head.0, head.1)?,
@@ -136,7 +152,7 @@ pub fn paired_log_ratio(base: (&[f64], &[f64]), head: (&[f64], &[f64])) -> Optio
         return None;
     }
     let d: Vec<f64> = b.iter().zip(&h).map(|(b, h)| (h / b).ln()).collect();
-    if d.len() < 6 {
+    if d.len() < 6 || layout == PairLayout::Warm {
         return median(&d);
     }
     let class = |parity: usize| -> Vec<f64> { d.iter().skip(parity).step_by(2).copied().collect() };
@@ -153,19 +169,43 @@ mod tests {
         let base = [200.0, 200.0, 400.0, 200.0, 200.0];
         // Pairs 1.1×, 1.1×, 0.55× (base disturbed), 1.1×, 3× (head disturbed): median 1.1×.
         let head = [220.0, 220.0, 220.0, 220.0, 600.0];
-        let d = paired_log_ratio((&iters, &base), (&iters, &head)).unwrap();
+        let d = paired_log_ratio(
+            (&iters, &base),
+            (&iters, &head),
+            PairLayout::SwitchAlternates,
+        )
+        .unwrap();
         assert!((d - 1.1f64.ln()).abs() < 1e-12, "{d}");
         // A step in the machine's speed between pairs cancels within each pair.
         let slow = [220.0, 220.0, 440.0, 440.0, 440.0];
         let slow_head = [242.0, 242.0, 484.0, 484.0, 484.0];
-        let d = paired_log_ratio((&iters, &slow), (&iters, &slow_head)).unwrap();
+        let d = paired_log_ratio(
+            (&iters, &slow),
+            (&iters, &slow_head),
+            PairLayout::SwitchAlternates,
+        )
+        .unwrap();
         assert!((d - 1.1f64.ln()).abs() < 1e-12, "{d}");
         assert_eq!(
-            paired_log_ratio((&iters, &base), (&iters[..4], &head[..4])),
+            paired_log_ratio(
+                (&iters, &base),
+                (&iters[..4], &head[..4]),
+                PairLayout::SwitchAlternates
+            ),
             None
         );
-        assert_eq!(paired_log_ratio((&iters, &base), (&iters, &[0.0; 5])), None);
-        assert_eq!(paired_log_ratio((&[], &[]), (&[], &[])), None);
+        assert_eq!(
+            paired_log_ratio(
+                (&iters, &base),
+                (&iters, &[0.0; 5]),
+                PairLayout::SwitchAlternates
+            ),
+            None
+        );
+        assert_eq!(
+            paired_log_ratio((&[], &[]), (&[], &[]), PairLayout::SwitchAlternates),
+            None
+        );
     }
 
     #[test]
@@ -182,7 +222,12 @@ mod tests {
         let head: Vec<f64> = (0..10)
             .map(|i| 105.0 * if i % 2 == 0 { 1.12 } else { 1.0 } + 0.07 * i as f64)
             .collect();
-        let d = paired_log_ratio((&iters, &base), (&iters, &head)).unwrap();
+        let d = paired_log_ratio(
+            (&iters, &base),
+            (&iters, &head),
+            PairLayout::SwitchAlternates,
+        )
+        .unwrap();
         assert!((d - 1.05f64.ln()).abs() < 0.01, "{d}");
         let all: Vec<f64> = base.iter().zip(&head).map(|(b, h)| (h / b).ln()).collect();
         let one_median = median(&all).unwrap();
@@ -191,7 +236,12 @@ mod tests {
             "{one_median}"
         );
         // Five pairs: too few for two classes of three, the median of all.
-        let d = paired_log_ratio((&iters[..5], &base[..5]), (&iters[..5], &head[..5])).unwrap();
+        let d = paired_log_ratio(
+            (&iters[..5], &base[..5]),
+            (&iters[..5], &head[..5]),
+            PairLayout::SwitchAlternates,
+        )
+        .unwrap();
         assert_eq!(Some(d), median(&all[..5]));
     }
 

@@ -22,8 +22,8 @@ mod types;
 mod sim;
 
 pub use aggregate::{
-    ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate, std_dev,
-    summarize,
+    PairLayout, ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate,
+    std_dev, summarize,
 };
 pub use decide::{analyze, noisy, suspects};
 pub use instructions::{INSTRUCTION_STEP, with_instructions};

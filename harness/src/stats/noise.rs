@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{median, paired_log_ratio, round_estimate};
+use super::aggregate::{PairLayout, median, paired_log_ratio, round_estimate};
 use super::paired::t_quantile;
 
 /// A sample is in the tail when it is this much slower than its round and side's median.
@@ -15,14 +15,15 @@ pub const TAIL_FACTOR: f64 = 1.10;
 pub const BIMODAL_BC: f64 = 5.0 / 9.0;
 
 /// One round of one benchmark: each side's per-iteration times (ns) in sample order, the side
-/// that ran first in the round first. `paired`: sample `i` of both sides were taken back to back
-/// in the serve protocol's order ABBA ABBA … (harness/src/measure/serve.rs). `base_first`: the
+/// that ran first in the round first. `layout`: sample `i` of both sides were taken back to back
+/// in the serve protocol's order ABBA ABBA … (harness/src/measure/serve.rs), and how (`None`: not
+/// paired). `base_first`: the
 /// first side is the base (the round's order AB).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NoiseRound {
     pub first: Vec<f64>,
     pub second: Vec<f64>,
-    pub paired: bool,
+    pub layout: Option<PairLayout>,
     pub base_first: bool,
 }
 
@@ -83,12 +84,17 @@ pub fn diagnose(id: &str, rounds: &[NoiseRound]) -> NoiseRow {
     }
 }
 
-/// ln(second / first) of one round: the median over sample pairs when paired, else the ratio of
+/// ln(second / first) of one round: as the gate computes it from sample pairs when paired
+/// (`paired_log_ratio`), else the ratio of
 /// the sides' round estimates (their lower quartiles), as the gate computes it.
 fn round_log_ratio(r: &NoiseRound) -> Option<f64> {
     let ones = |v: &[f64]| vec![1.0; v.len()];
-    if r.paired {
-        paired_log_ratio((&ones(&r.first), &r.first), (&ones(&r.second), &r.second))
+    if let Some(layout) = r.layout {
+        paired_log_ratio(
+            (&ones(&r.first), &r.first),
+            (&ones(&r.second), &r.second),
+            layout,
+        )
     } else {
         let a = round_estimate(&ones(&r.first), &r.first)?;
         let b = round_estimate(&ones(&r.second), &r.second)?;
@@ -121,7 +127,7 @@ fn tail_share(rounds: &[NoiseRound]) -> Option<f64> {
 /// pairs it rests on.
 fn lag1(rounds: &[NoiseRound]) -> Option<(f64, usize)> {
     let (mut num, mut den, mut n) = (0.0, 0.0, 0usize);
-    for r in rounds.iter().filter(|r| r.paired) {
+    for r in rounds.iter().filter(|r| r.layout.is_some()) {
         if !valid(&r.first) || r.first.len() != r.second.len() || r.first.len() < 3 {
             continue;
         }
@@ -180,7 +186,10 @@ pub fn bimodality(xs: &[f64]) -> Option<f64> {
 /// the stay sample after it: d = ln(t_switch / t_stay); the mean of d with a t interval.
 fn switch_effect(rounds: &[NoiseRound]) -> Option<Interval> {
     let mut d = Vec::new();
-    for r in rounds.iter().filter(|r| r.paired) {
+    for r in rounds
+        .iter()
+        .filter(|r| r.layout == Some(PairLayout::SwitchAlternates))
+    {
         for (side, first_stay) in [(&r.first, 2usize), (&r.second, 1usize)] {
             if !valid(side) {
                 continue;
@@ -214,7 +223,7 @@ mod tests {
         NoiseRound {
             first: first.to_vec(),
             second: second.to_vec(),
-            paired: true,
+            layout: Some(PairLayout::SwitchAlternates),
             base_first: true,
         }
     }
