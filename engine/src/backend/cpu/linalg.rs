@@ -165,9 +165,30 @@ fn gemm_raw<T: Copy + 'static>(
     }
 }
 
+/// Element types with a matrix-vector kernel for `m = 1` (`matvec.rs`).
+trait Matvec: Sized {
+    /// `y := x · W` on a block of `n` columns with row stride `ldw`; false when this type has
+    /// no kernel (gemm does the product then).
+    fn matvec(x: &[Self], w: (&[Self], usize), k: usize, n: usize, y: &mut [Self]) -> bool;
+}
+
+impl Matvec for f32 {
+    fn matvec(x: &[f32], w: (&[f32], usize), k: usize, n: usize, y: &mut [f32]) -> bool {
+        super::matvec::matvec_f32(x, w, k, n, y);
+        true
+    }
+}
+
+impl Matvec for f16 {
+    fn matvec(_: &[f16], _: (&[f16], usize), _: usize, _: usize, _: &mut [f16]) -> bool {
+        false
+    }
+}
+
 /// One contiguous row-major `[m, k] x [k, n]` product into `dst` (`[m, n]`, overwritten). Must
-/// run inside the backend's pool when `par` is not `None`.
-fn gemm_one<T: Copy + Send + Sync + 'static>(
+/// run inside the backend's pool when `par` is not `None`. A product with one row goes to the
+/// type's matrix-vector kernel where it has one (split by columns over the threads).
+fn gemm_one<T: Copy + Send + Sync + 'static + Matvec>(
     be: &CpuBackend,
     (m, n, k): (usize, usize, usize),
     dst: &mut [T],
@@ -180,20 +201,25 @@ fn gemm_one<T: Copy + Send + Sync + 'static>(
     let threads = be.threads();
     let split = threads > 1 && !matches!(par, Parallelism::None) && m * n * k >= GEMV_PAR_MIN;
     if split && m == 1 && n >= 64 {
-        // gemm's matrix-vector path is single-threaded: give each thread a block of columns.
+        // The matrix-vector kernels (and gemm's) are single-threaded: give each thread a block
+        // of columns.
         let w = n.div_ceil(threads).next_multiple_of(16);
         dst[..n].par_chunks_mut(w).enumerate().for_each(|(i, d)| {
             let rhs = &rhs[i * w..];
-            gemm_raw(
-                (1, d.len(), k),
-                (d, n),
-                (lhs, k),
-                (rhs, n),
-                zero,
-                one,
-                Parallelism::None,
-            );
+            if !T::matvec(lhs, (rhs, n), k, d.len(), d) {
+                gemm_raw(
+                    (1, d.len(), k),
+                    (d, n),
+                    (lhs, k),
+                    (rhs, n),
+                    zero,
+                    one,
+                    Parallelism::None,
+                );
+            }
         });
+    } else if m == 1 && T::matvec(lhs, (rhs, n), k, n, dst) {
+        // Done by the kernel.
     } else if split && n == 1 && m >= 64 {
         // Same for a matrix times a column: blocks of rows.
         let h = m.div_ceil(threads).next_multiple_of(16);
@@ -216,7 +242,7 @@ fn gemm_one<T: Copy + Send + Sync + 'static>(
     }
 }
 
-fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
+fn gemm_batched<T: Copy + Default + Send + Sync + 'static + Matvec>(
     be: &CpuBackend,
     plan: &Plan,
     a: &[T],
@@ -245,11 +271,10 @@ fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
     let nb = batches.len();
     if plan.folds() {
         let b0 = batches[0].1 * kn;
-        be.pool
-            .install(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
+        be.in_pool(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
     } else if threads > 1 && nb > 1 && (nb >= threads || m * n * k <= SMALL_GEMM) {
         // Enough (or small enough) batches: one single-threaded gemm per task.
-        be.pool.install(|| {
+        be.in_pool(|| {
             out.par_chunks_mut(mn)
                 .zip(batches.par_iter())
                 .for_each(|(dst, &(ia, ib))| {
@@ -258,7 +283,7 @@ fn gemm_batched<T: Copy + Default + Send + Sync + 'static>(
                 });
         });
     } else {
-        be.pool.install(|| {
+        be.in_pool(|| {
             for (dst, &(ia, ib)) in out.chunks_mut(mn).zip(batches) {
                 gemm_one(
                     be,
