@@ -317,7 +317,9 @@ fn run(cli: Cli) -> Result<()> {
                 sampling,
             };
             let t0 = Instant::now();
-            let g = session.generate(&ids, &opts, false)?;
+            let g = session
+                .backend()
+                .in_pool(|| session.generate(&ids, &opts, false))?;
             let total_s = t0.elapsed().as_secs_f64();
             let decode_ms: f64 = g.step_ms.iter().sum();
             let tok_s = if decode_ms > 0.0 {

@@ -23,16 +23,16 @@ impl CpuDecoder {
 
 impl Decoder for CpuDecoder {
     fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
-        let g = self.session.generate(
-            prompt,
-            &GenerateOptions {
-                max_new_tokens: tokens,
-                eos_token_ids: Vec::new(),
-                use_kv_cache: true,
-                sampling: Default::default(),
-            },
-            false,
-        )?;
+        let opts = GenerateOptions {
+            max_new_tokens: tokens,
+            eos_token_ids: Vec::new(),
+            use_kv_cache: true,
+            sampling: Default::default(),
+        };
+        let session = &self.session;
+        let g = session
+            .backend()
+            .in_pool(|| session.generate(prompt, &opts, false))?;
         Ok(DecodeRun {
             generated_ids: g.generated_ids,
             prefill_ms: g.prefill_ms,

@@ -77,8 +77,10 @@ impl CpuBackend {
     /// Runs `f` in the backend's pool, where its parallel iterators take their threads; with
     /// one thread, on the calling thread. (A one-thread pool would hand every call to its worker
     /// and back: two cross-thread wake-ups per op, tens of µs each on a 2-vCPU VM, about 10 % of
-    /// a SmolLM2 decode step.) Nested calls from inside the pool run inline.
-    pub(crate) fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    /// a SmolLM2 decode step.) Nested calls from inside the pool run inline, so a whole decode
+    /// run through this (`Session::generate` by the CPU decoder and `engine generate`) pays the
+    /// hand-off once, and each op only wakes the pool's other threads.
+    pub fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         if self.threads <= 1 {
             f()
         } else {
