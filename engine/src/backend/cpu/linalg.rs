@@ -180,8 +180,9 @@ impl Matvec for f32 {
 }
 
 impl Matvec for f16 {
-    fn matvec(_: &[f16], _: (&[f16], usize), _: usize, _: usize, _: &mut [f16]) -> bool {
-        false
+    fn matvec(x: &[f16], w: (&[f16], usize), k: usize, n: usize, y: &mut [f16]) -> bool {
+        super::matvec::matvec_f16(x, w, k, n, y);
+        true
     }
 }
 

@@ -10,10 +10,14 @@
 //! projection) is loaded and stored once per four rows of `W`. No packing is needed: the
 //! row-major layout is already the order the kernel reads.
 //!
-//! Dispatch: AVX2 + FMA when the CPU has them (`is_x86_feature_detected!`, checked once), else a
+//! f16 weights ([`matvec_f16`]) are widened to f32 in registers with F16C and summed in f32.
+//!
+//! Dispatch: AVX2 + FMA (+ F16C for f16) when the CPU has them (`is_x86_feature_detected!`, checked once), else a
 //! portable loop of the same shape that the compiler vectorises for the baseline target. Each
 //! `y[j]` is summed over `i` in the same order either way (rows in groups of four, then the
 //! rest), with one rounding per multiply-add on the FMA path and two on the portable one.
+
+use half::f16;
 
 /// `y := x · W` for `W` a row-major `[k, n]` block with row stride `ldw ≥ n` (a block of
 /// columns of a wider matrix: row `i` is `w[i * ldw .. i * ldw + n]`), `x` of `k` values and `y`
@@ -36,6 +40,46 @@ pub fn matvec_f32(x: &[f32], (w, ldw): (&[f32], usize), k: usize, n: usize, y: &
         return;
     }
     matvec_f32_portable(x, w, ldw, k, n, y);
+}
+
+/// `y := x · W` as [`matvec_f32`] for f16 operands: the weights are widened to f32 in registers
+/// (F16C, eight at a time) rather than converted ahead, every product is summed in f32, and
+/// each `y[j]` is rounded to f16 once at the end. Half the bytes of an f32 weight to stream.
+///
+/// # Panics
+/// When a slice is shorter than [`matvec_f32`] requires.
+pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &mut [f16]) {
+    assert!(ldw >= n && x.len() >= k && y.len() >= n);
+    assert!(k == 0 || n == 0 || w.len() >= (k - 1) * ldw + n);
+    let xf: Vec<f32> = x[..k].iter().map(|v| v.to_f32()).collect();
+    let mut acc = vec![0f32; n];
+    if k > 0 && n > 0 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2_fma_f16c() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked); the slice lengths were checked.
+            unsafe { x86::matvec_f16_avx2(&xf, w, ldw, k, n, &mut acc) };
+            for (o, a) in y[..n].iter_mut().zip(&acc) {
+                *o = f16::from_f32(*a);
+            }
+            return;
+        }
+        let row = |i: usize| &w[i * ldw..i * ldw + n];
+        for (i, &a) in xf.iter().enumerate() {
+            for (o, v) in acc.iter_mut().zip(row(i)) {
+                *o = a.mul_add(v.to_f32(), *o);
+            }
+        }
+    }
+    for (o, a) in y[..n].iter_mut().zip(&acc) {
+        *o = f16::from_f32(*a);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2_fma_f16c() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| has_avx2_fma() && is_x86_feature_detected!("f16c"))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -68,7 +112,85 @@ fn matvec_f32_portable(x: &[f32], w: &[f32], ldw: usize, k: usize, n: usize, y: 
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use half::f16;
     use std::arch::x86_64::*;
+
+    /// `acc += x · W` (acc zeroed by the caller), W f16 widened in registers.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `k, n ≥ 1`, `x.len() >= k`,
+    /// `w.len() >= (k - 1) * ldw + n`, `acc.len() == n`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn matvec_f16_avx2(
+        x: &[f32],
+        w: &[f16],
+        ldw: usize,
+        k: usize,
+        n: usize,
+        acc: &mut [f32],
+    ) {
+        let yp = acc.as_mut_ptr();
+        // f16 is a transparent u16: eight of them are one 128-bit load.
+        let wp = w.as_ptr();
+        let n8 = n - n % 8;
+        let load = |p: *const f16| -> __m256 {
+            // SAFETY: callers pass pointers to 8 in-bounds f16 values.
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+        };
+        let mut i = 0;
+        while i + 4 <= k {
+            let (a, b, c, d) = (x[i], x[i + 1], x[i + 2], x[i + 3]);
+            // SAFETY: rows i..i+4 are in bounds (i + 3 < k, w.len() >= (k - 1) * ldw + n) and
+            // j + 8 <= n8 <= n stays inside a row's n values and inside acc.
+            unsafe {
+                let (va, vb, vc, vd) = (
+                    _mm256_set1_ps(a),
+                    _mm256_set1_ps(b),
+                    _mm256_set1_ps(c),
+                    _mm256_set1_ps(d),
+                );
+                let r0 = wp.add(i * ldw);
+                let (r1, r2, r3) = (r0.add(ldw), r0.add(2 * ldw), r0.add(3 * ldw));
+                let mut j = 0;
+                while j < n8 {
+                    let mut s = _mm256_loadu_ps(yp.add(j));
+                    s = _mm256_fmadd_ps(va, load(r0.add(j)), s);
+                    s = _mm256_fmadd_ps(vb, load(r1.add(j)), s);
+                    s = _mm256_fmadd_ps(vc, load(r2.add(j)), s);
+                    s = _mm256_fmadd_ps(vd, load(r3.add(j)), s);
+                    _mm256_storeu_ps(yp.add(j), s);
+                    j += 8;
+                }
+                for j in n8..n {
+                    let mut s = *yp.add(j);
+                    s = a.mul_add((*r0.add(j)).to_f32(), s);
+                    s = b.mul_add((*r1.add(j)).to_f32(), s);
+                    s = c.mul_add((*r2.add(j)).to_f32(), s);
+                    s = d.mul_add((*r3.add(j)).to_f32(), s);
+                    *yp.add(j) = s;
+                }
+            }
+            i += 4;
+        }
+        while i < k {
+            let a = x[i];
+            // SAFETY: row i is in bounds (i < k); j + 8 <= n8 <= n.
+            unsafe {
+                let va = _mm256_set1_ps(a);
+                let r0 = wp.add(i * ldw);
+                let mut j = 0;
+                while j < n8 {
+                    let s = _mm256_fmadd_ps(va, load(r0.add(j)), _mm256_loadu_ps(yp.add(j)));
+                    _mm256_storeu_ps(yp.add(j), s);
+                    j += 8;
+                }
+                for j in n8..n {
+                    *yp.add(j) = a.mul_add((*r0.add(j)).to_f32(), *yp.add(j));
+                }
+            }
+            i += 1;
+        }
+    }
 
     /// # Safety
     /// The CPU must support AVX2 and FMA; `k, n ≥ 1`, `x.len() >= k`,
@@ -209,9 +331,41 @@ mod tests {
     }
 
     #[test]
+    fn f16_is_the_f32_sum_of_the_widened_values_rounded_once() {
+        for (k, n) in [(1, 1), (5, 9), (7, 17), (64, 64), (576, 192), (130, 33)] {
+            let x: Vec<f16> = data(k, 3 + k as u64)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let w: Vec<f16> = data(k * n, 4 + n as u64)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let mut y = vec![f16::NAN; n];
+            matvec_f16(&x, (&w, n), k, n, &mut y);
+            let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let wf: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+            let mut want = vec![0f32; n];
+            matvec_f32(&xf, (&wf, n), k, n, &mut want);
+            for j in 0..n {
+                // Both sum the same f32 products; the f16 result is that sum rounded once
+                // (f32 summation order may differ in the last f32 bits, far below f16's).
+                let (got, exp) = (y[j].to_f32(), f16::from_f32(want[j]).to_f32());
+                assert!(
+                    (got - exp).abs() <= exp.abs() * 1e-3 + 1e-6,
+                    "k {k} n {n} j {j}: {got} vs {exp}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn k_zero_gives_zeros() {
         let mut y = vec![f32::NAN; 5];
         matvec_f32(&[], (&[], 5), 0, 5, &mut y);
         assert_eq!(y, [0.0; 5]);
+        let mut h = vec![f16::NAN; 3];
+        matvec_f16(&[], (&[], 3), 0, 3, &mut h);
+        assert!(h.iter().all(|v| v.to_f32() == 0.0));
     }
 }
