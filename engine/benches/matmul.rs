@@ -2,6 +2,13 @@
 //! activation `[m, k]` times a weight `[k, n]`. Ids: `matmul/{dtype}_t{threads}/{m}x{k}x{n}`;
 //! throughput is in FLOPs (2·m·k·n "elements"), so criterion's elem/s reads as FLOP/s.
 //! `threads` is 1 and every core of the machine (`t{N}`; on the 2-core CI machine `t2`).
+//!
+//! `matvec/{dtype}/{k}x{n}`: one decode step's `[1, k] x [k, n]` product (SmolLM2-135M's MLP
+//! up-projection) on one thread, the matrix-vector kernel of `backend/cpu/matvec.rs`, with the
+//! weight taken in turn from copies totalling at least 64 MiB, so every call streams it from L3
+//! as a decode step streams its layers (one weight reused would sit in L2 and time the
+//! arithmetic, not the stream; at the L2's edge a process's physical pages would set its speed:
+//! harness/STATS.md section 1). Throughput in bytes of weight: the stream's GB/s.
 
 mod common;
 
@@ -37,5 +44,30 @@ fn matmul(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul);
+/// (k, n) of the decode-step products timed by `matvec`.
+const MATVEC: [(usize, usize); 1] = [(576, 1536)];
+
+fn matvec(c: &mut Criterion) {
+    let cpu = CpuBackend::new(1).expect("cpu backend");
+    let mut g = group(c, "matvec");
+    for (dtype, dname) in [FLOAT_DTYPES[0], FLOAT_DTYPES[1]] {
+        for (k, n) in MATVEC {
+            let bytes = k * n * common::elem_bytes(dtype) as usize;
+            let copies = (64usize << 20).div_ceil(bytes);
+            let a = tensor(dtype, &[1, k], 5);
+            let ws: Vec<_> = (0..copies)
+                .map(|i| tensor(dtype, &[k, n], 6 + i as u64))
+                .collect();
+            let mut next = 0;
+            g.throughput(Throughput::Bytes(bytes as u64));
+            g.bench(dname, format!("{k}x{n}"), || {
+                next = (next + 1) % ws.len();
+                cpu.matmul(black_box(&a), black_box(&ws[next]))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, matmul, matvec);
 criterion_main!(benches);
