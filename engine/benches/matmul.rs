@@ -5,7 +5,7 @@
 //!
 //! `matvec/{dtype}/{k}x{n}`: one decode step's `[1, k] x [k, n]` product (SmolLM2-135M's MLP
 //! up-projection) on one thread, the matrix-vector kernel of `backend/cpu/matvec.rs`, with the
-//! weight taken in turn from copies totalling at least 64 MiB, so every call streams it from L3
+//! weight taken in turn from copies totalling at least 16 MiB, so every call streams it from L3
 //! as a decode step streams its layers (one weight reused would sit in L2 and time the
 //! arithmetic, not the stream; at the L2's edge a process's physical pages would set its speed:
 //! harness/STATS.md section 1). Throughput in bytes of weight: the stream's GB/s.
@@ -53,7 +53,7 @@ fn matvec(c: &mut Criterion) {
     for (dtype, dname) in [FLOAT_DTYPES[0], FLOAT_DTYPES[1]] {
         for (k, n) in MATVEC {
             let bytes = k * n * common::elem_bytes(dtype) as usize;
-            let copies = (64usize << 20).div_ceil(bytes);
+            let copies = (16usize << 20).div_ceil(bytes);
             let a = tensor(dtype, &[1, k], 5);
             let ws: Vec<_> = (0..copies)
                 .map(|i| tensor(dtype, &[k, n], 6 + i as u64))
