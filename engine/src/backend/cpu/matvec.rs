@@ -12,7 +12,8 @@
 //!
 //! f16 weights ([`matvec_f16`]) are widened to f32 in registers with F16C and summed in f32.
 //!
-//! Dispatch: AVX2 + FMA (+ F16C for f16) when the CPU has them (`is_x86_feature_detected!`, checked once), else a
+//! Dispatch: one generic AVX2 + FMA + F16C kernel for both (`x86::matvec_avx2`) when the CPU
+//! has them (`is_x86_feature_detected!`, checked once), else a
 //! portable loop of the same shape that the compiler vectorises for the baseline target. Each
 //! `y[j]` is summed over `i` in the same order either way (rows in groups of four, then the
 //! rest), with one rounding per multiply-add on the FMA path and two on the portable one.
@@ -34,9 +35,10 @@ pub fn matvec_f32(x: &[f32], (w, ldw): (&[f32], usize), k: usize, n: usize, y: &
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (checked above); the slice lengths were checked.
-        unsafe { x86::matvec_f32_avx2(x, w, ldw, k, n, y) };
+    if has_avx2() {
+        y.fill(0.0);
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked); the slice lengths were checked.
+        unsafe { x86::matvec_avx2(x, w, ldw, k, n, y) };
         return;
     }
     matvec_f32_portable(x, w, ldw, k, n, y);
@@ -55,9 +57,9 @@ pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &
     let mut acc = vec![0f32; n];
     if k > 0 && n > 0 {
         #[cfg(target_arch = "x86_64")]
-        if has_avx2_fma_f16c() {
+        if has_avx2() {
             // SAFETY: the CPU has AVX2, FMA and F16C (checked); the slice lengths were checked.
-            unsafe { x86::matvec_f16_avx2(&xf, w, ldw, k, n, &mut acc) };
+            unsafe { x86::matvec_avx2(&xf, w, ldw, k, n, &mut acc) };
             for (o, a) in y[..n].iter_mut().zip(&acc) {
                 *o = f16::from_f32(*a);
             }
@@ -75,18 +77,17 @@ pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &
     }
 }
 
+/// AVX2, FMA and F16C, checked once. One kernel serves f32 and f16, so it asks for all three
+/// (every x86 CPU with AVX2 also has F16C, which came a generation earlier).
 #[cfg(target_arch = "x86_64")]
-fn has_avx2_fma_f16c() -> bool {
+fn has_avx2() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| has_avx2_fma() && is_x86_feature_detected!("f16c"))
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    *HAS.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
 }
 
 fn matvec_f32_portable(x: &[f32], w: &[f32], ldw: usize, k: usize, n: usize, y: &mut [f32]) {
@@ -115,33 +116,63 @@ mod x86 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    /// `acc += x · W` (acc zeroed by the caller), W f16 widened in registers.
+    /// A weight element the kernel widens to f32: eight at a time into one vector, or one.
+    pub trait Widen: Copy {
+        /// # Safety
+        /// `p` points to 8 readable values; the caller runs with AVX (and F16C for f16).
+        unsafe fn load8(p: *const Self) -> __m256;
+        fn widen(self) -> f32;
+    }
+
+    impl Widen for f32 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        fn widen(self) -> f32 {
+            self
+        }
+    }
+
+    impl Widen for f16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f16) -> __m256 {
+            // SAFETY: the caller's contract; f16 is a transparent u16, so eight of them are one
+            // 128-bit load.
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+        }
+        #[inline(always)]
+        fn widen(self) -> f32 {
+            self.to_f32()
+        }
+    }
+
+    /// `acc += x · W` (W a `[k, n]` block with row stride `ldw`): rows four at a time, eight
+    /// columns per fused multiply-add.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `k, n ≥ 1`, `x.len() >= k`,
     /// `w.len() >= (k - 1) * ldw + n`, `acc.len() == n`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn matvec_f16_avx2(
+    pub unsafe fn matvec_avx2<T: Widen>(
         x: &[f32],
-        w: &[f16],
+        w: &[T],
         ldw: usize,
         k: usize,
         n: usize,
         acc: &mut [f32],
     ) {
         let yp = acc.as_mut_ptr();
-        // f16 is a transparent u16: eight of them are one 128-bit load.
         let wp = w.as_ptr();
         let n8 = n - n % 8;
-        let load = |p: *const f16| -> __m256 {
-            // SAFETY: callers pass pointers to 8 in-bounds f16 values.
-            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
-        };
         let mut i = 0;
         while i + 4 <= k {
             let (a, b, c, d) = (x[i], x[i + 1], x[i + 2], x[i + 3]);
-            // SAFETY: rows i..i+4 are in bounds (i + 3 < k, w.len() >= (k - 1) * ldw + n) and
-            // j + 8 <= n8 <= n stays inside a row's n values and inside acc.
+            // SAFETY (this block): rows i..i+4 of W are in bounds (i + 3 < k and
+            // w.len() >= (k - 1) * ldw + n), and every j + 8 <= n8 <= n indexes inside a row's
+            // n values and inside acc.
             unsafe {
                 let (va, vb, vc, vd) = (
                     _mm256_set1_ps(a),
@@ -154,19 +185,19 @@ mod x86 {
                 let mut j = 0;
                 while j < n8 {
                     let mut s = _mm256_loadu_ps(yp.add(j));
-                    s = _mm256_fmadd_ps(va, load(r0.add(j)), s);
-                    s = _mm256_fmadd_ps(vb, load(r1.add(j)), s);
-                    s = _mm256_fmadd_ps(vc, load(r2.add(j)), s);
-                    s = _mm256_fmadd_ps(vd, load(r3.add(j)), s);
+                    s = _mm256_fmadd_ps(va, T::load8(r0.add(j)), s);
+                    s = _mm256_fmadd_ps(vb, T::load8(r1.add(j)), s);
+                    s = _mm256_fmadd_ps(vc, T::load8(r2.add(j)), s);
+                    s = _mm256_fmadd_ps(vd, T::load8(r3.add(j)), s);
                     _mm256_storeu_ps(yp.add(j), s);
                     j += 8;
                 }
                 for j in n8..n {
                     let mut s = *yp.add(j);
-                    s = a.mul_add((*r0.add(j)).to_f32(), s);
-                    s = b.mul_add((*r1.add(j)).to_f32(), s);
-                    s = c.mul_add((*r2.add(j)).to_f32(), s);
-                    s = d.mul_add((*r3.add(j)).to_f32(), s);
+                    s = a.mul_add((*r0.add(j)).widen(), s);
+                    s = b.mul_add((*r1.add(j)).widen(), s);
+                    s = c.mul_add((*r2.add(j)).widen(), s);
+                    s = d.mul_add((*r3.add(j)).widen(), s);
                     *yp.add(j) = s;
                 }
             }
@@ -180,85 +211,12 @@ mod x86 {
                 let r0 = wp.add(i * ldw);
                 let mut j = 0;
                 while j < n8 {
-                    let s = _mm256_fmadd_ps(va, load(r0.add(j)), _mm256_loadu_ps(yp.add(j)));
+                    let s = _mm256_fmadd_ps(va, T::load8(r0.add(j)), _mm256_loadu_ps(yp.add(j)));
                     _mm256_storeu_ps(yp.add(j), s);
                     j += 8;
                 }
                 for j in n8..n {
-                    *yp.add(j) = a.mul_add((*r0.add(j)).to_f32(), *yp.add(j));
-                }
-            }
-            i += 1;
-        }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `k, n ≥ 1`, `x.len() >= k`,
-    /// `w.len() >= (k - 1) * ldw + n`, `y.len() == n`.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn matvec_f32_avx2(
-        x: &[f32],
-        w: &[f32],
-        ldw: usize,
-        k: usize,
-        n: usize,
-        y: &mut [f32],
-    ) {
-        y.fill(0.0);
-        let yp = y.as_mut_ptr();
-        let wp = w.as_ptr();
-        let n8 = n - n % 8;
-        let mut i = 0;
-        while i + 4 <= k {
-            let (a, b, c, d) = (x[i], x[i + 1], x[i + 2], x[i + 3]);
-            // SAFETY (this block): rows i..i+4 of W are in bounds (i + 3 < k and
-            // w.len() >= (k - 1) * ldw + n), and every j + 8 <= n8 <= n indexes inside a row's
-            // n values and inside y.
-            unsafe {
-                let (va, vb, vc, vd) = (
-                    _mm256_set1_ps(a),
-                    _mm256_set1_ps(b),
-                    _mm256_set1_ps(c),
-                    _mm256_set1_ps(d),
-                );
-                let r0 = wp.add(i * ldw);
-                let (r1, r2, r3) = (r0.add(ldw), r0.add(2 * ldw), r0.add(3 * ldw));
-                let mut j = 0;
-                while j < n8 {
-                    let mut acc = _mm256_loadu_ps(yp.add(j));
-                    acc = _mm256_fmadd_ps(va, _mm256_loadu_ps(r0.add(j)), acc);
-                    acc = _mm256_fmadd_ps(vb, _mm256_loadu_ps(r1.add(j)), acc);
-                    acc = _mm256_fmadd_ps(vc, _mm256_loadu_ps(r2.add(j)), acc);
-                    acc = _mm256_fmadd_ps(vd, _mm256_loadu_ps(r3.add(j)), acc);
-                    _mm256_storeu_ps(yp.add(j), acc);
-                    j += 8;
-                }
-                for j in n8..n {
-                    let mut s = *yp.add(j);
-                    s = a.mul_add(*r0.add(j), s);
-                    s = b.mul_add(*r1.add(j), s);
-                    s = c.mul_add(*r2.add(j), s);
-                    s = d.mul_add(*r3.add(j), s);
-                    *yp.add(j) = s;
-                }
-            }
-            i += 4;
-        }
-        while i < k {
-            let a = x[i];
-            // SAFETY: row i is in bounds (i < k); j + 8 <= n8 <= n.
-            unsafe {
-                let va = _mm256_set1_ps(a);
-                let r0 = wp.add(i * ldw);
-                let mut j = 0;
-                while j < n8 {
-                    let acc =
-                        _mm256_fmadd_ps(va, _mm256_loadu_ps(r0.add(j)), _mm256_loadu_ps(yp.add(j)));
-                    _mm256_storeu_ps(yp.add(j), acc);
-                    j += 8;
-                }
-                for j in n8..n {
-                    *yp.add(j) = a.mul_add(*r0.add(j), *yp.add(j));
+                    *yp.add(j) = a.mul_add((*r0.add(j)).widen(), *yp.add(j));
                 }
             }
             i += 1;
