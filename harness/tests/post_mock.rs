@@ -151,6 +151,21 @@ fn sent_body(r: &Request) -> String {
     v["body"].as_str().unwrap().to_string()
 }
 
+/// The post creates exactly one comment (answered with id `id`) and edits none.
+async fn expect_a_new_comment(server: &MockServer, id: u64) {
+    Mock::given(method("POST"))
+        .and(path(COMMENTS))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(id, "")))
+        .expect(1)
+        .mount(server)
+        .await;
+    Mock::given(method("PATCH"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(server)
+        .await;
+}
+
 #[tokio::test]
 async fn creates_the_comment_when_none_carries_the_marker() {
     let server = MockServer::start().await;
@@ -166,17 +181,7 @@ async fn creates_the_comment_when_none_carries_the_marker() {
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(99, "")))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .respond_with(ResponseTemplate::new(200))
-        .expect(0)
-        .mount(&server)
-        .await;
+    expect_a_new_comment(&server, 99).await;
 
     let r = small();
     let body = comment_body(&r, "the artifact");
@@ -561,17 +566,7 @@ async fn a_marked_comment_by_someone_else_is_left_alone_and_named() {
         )
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(7, "")))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .respond_with(ResponseTemplate::new(200))
-        .expect(0)
-        .mount(&server)
-        .await;
+    expect_a_new_comment(&server, 7).await;
     let up = poster(&server).upsert("body").await.unwrap();
     assert!(matches!(up.posted, Posted::Created { id: 7, .. }));
     server.verify().await;

@@ -167,28 +167,25 @@ fn gemm_raw<T: Copy + 'static>(
 
 /// Element types with a matrix-vector kernel for `m = 1` (`matvec.rs`).
 trait Matvec: Sized {
-    /// `y := x · W` on a block of `n` columns with row stride `ldw`; false when this type has
-    /// no kernel (gemm does the product then).
-    fn matvec(x: &[Self], w: (&[Self], usize), k: usize, n: usize, y: &mut [Self]) -> bool;
+    /// `y := x · W` on a block of `n` columns with row stride `ldw`.
+    fn matvec(x: &[Self], w: (&[Self], usize), k: usize, n: usize, y: &mut [Self]);
 }
 
 impl Matvec for f32 {
-    fn matvec(x: &[f32], w: (&[f32], usize), k: usize, n: usize, y: &mut [f32]) -> bool {
+    fn matvec(x: &[f32], w: (&[f32], usize), k: usize, n: usize, y: &mut [f32]) {
         super::matvec::matvec_f32(x, w, k, n, y);
-        true
     }
 }
 
 impl Matvec for f16 {
-    fn matvec(x: &[f16], w: (&[f16], usize), k: usize, n: usize, y: &mut [f16]) -> bool {
+    fn matvec(x: &[f16], w: (&[f16], usize), k: usize, n: usize, y: &mut [f16]) {
         super::matvec::matvec_f16(x, w, k, n, y);
-        true
     }
 }
 
 /// One contiguous row-major `[m, k] x [k, n]` product into `dst` (`[m, n]`, overwritten). Must
 /// run inside the backend's pool when `par` is not `None`. A product with one row goes to the
-/// type's matrix-vector kernel where it has one (split by columns over the threads).
+/// matrix-vector kernel (split by columns over the threads).
 fn gemm_one<T: Copy + Send + Sync + 'static + Matvec>(
     be: &CpuBackend,
     (m, n, k): (usize, usize, usize),
@@ -202,25 +199,14 @@ fn gemm_one<T: Copy + Send + Sync + 'static + Matvec>(
     let threads = be.threads();
     let split = threads > 1 && !matches!(par, Parallelism::None) && m * n * k >= GEMV_PAR_MIN;
     if split && m == 1 && n >= 64 {
-        // The matrix-vector kernels (and gemm's) are single-threaded: give each thread a block
-        // of columns.
+        // The matrix-vector kernel is single-threaded: give each thread a block of columns.
         let w = n.div_ceil(threads).next_multiple_of(16);
-        dst[..n].par_chunks_mut(w).enumerate().for_each(|(i, d)| {
-            let rhs = &rhs[i * w..];
-            if !T::matvec(lhs, (rhs, n), k, d.len(), d) {
-                gemm_raw(
-                    (1, d.len(), k),
-                    (d, n),
-                    (lhs, k),
-                    (rhs, n),
-                    zero,
-                    one,
-                    Parallelism::None,
-                );
-            }
-        });
-    } else if m == 1 && T::matvec(lhs, (rhs, n), k, n, dst) {
-        // Done by the kernel.
+        dst[..n]
+            .par_chunks_mut(w)
+            .enumerate()
+            .for_each(|(i, d)| T::matvec(lhs, (&rhs[i * w..], n), k, d.len(), d));
+    } else if m == 1 {
+        T::matvec(lhs, (rhs, n), k, n, dst);
     } else if split && n == 1 && m >= 64 {
         // Same for a matrix times a column: blocks of rows.
         let h = m.div_ceil(threads).next_multiple_of(16);
