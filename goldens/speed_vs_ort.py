@@ -1,12 +1,19 @@
 """Decode speed of the engine vs ONNX Runtime on the same model, prompt and thread count,
 measured side by side (interleaved rounds) in one run.
 
-    python3 goldens/speed_vs_ort.py [--engine target/release/engine] [--threads 1] [--tokens 64] [--rounds 5]
+    python3 goldens/speed_vs_ort.py [--engine target/release/engine] [--base-engine OLD]
+                                    [--threads 1] [--tokens 64] [--rounds 5]
 
 Both decode greedily with the KV cache and ignore end-of-sequence ids; tok/s counts decode steps
 only (the prefill is excluded), one process per engine round, one reused ORT session. Prints each
 round, the medians and the engine/ORT ratio. The model is SmolLM2-135M-Instruct f32 unless
 --model names another package.
+
+--base-engine adds a second engine binary (an earlier build) to every round, so a change is
+measured before/after in the same run as ORT. Each round starts with a memory-bandwidth probe
+(`engine bandwidth`, read-only, the same threads), and the medians are also stated as GB/s of
+weights streamed (the bytes of every MatMul weight, read once per decode step) and as a fraction
+of the probe's median: a decode step of this model is bound by memory, not arithmetic.
 """
 
 import sys
@@ -51,9 +58,38 @@ def ort_decode_tok_s(sess, prompt_ids, tokens, layers, kv_heads, head):
     return len(steps_s) / sum(steps_s)
 
 
+def weight_bytes_per_step(model_path):
+    """Bytes of the float weights a decode step streams: every MatMul's constant operand (an
+    initializer, or a Transpose of one, as the tied vocabulary projection is)."""
+    import onnx
+    m = onnx.load(str(model_path), load_external_data=False)
+    init = {t.name: t for t in m.graph.initializer}
+    transposed = {n.output[0]: n.input[0] for n in m.graph.node
+                  if n.op_type == "Transpose" and n.input[0] in init}
+    size = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2}
+    total = 0
+    for n in m.graph.node:
+        if n.op_type == "MatMul":
+            w = transposed.get(n.input[1], n.input[1])
+            if w in init:
+                t = init[w]
+                total += int(np.prod(t.dims)) * size[t.data_type]
+    return total
+
+
+def engine_tok_s(engine, model, prompt, tokens, threads):
+    res = subprocess.run([str(engine), "generate", "--model", str(model), "--prompt", prompt,
+                          "--max-tokens", str(tokens), "--threads", str(threads),
+                          "--ignore-eos", "--json"], check=True, capture_output=True, text=True,
+                         timeout=600)
+    out = json.loads(res.stdout)
+    return out["decode_tok_s"], out["prompt_ids"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", default="target/release/engine")
+    ap.add_argument("--base-engine", help="an earlier engine build, timed in the same rounds")
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=64)
@@ -70,20 +106,32 @@ def main() -> int:
     print(f"model {model}, {args.threads} thread(s), {args.tokens} tokens, prompt {PROMPT!r}")
     print(f"host: {platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cpus; "
           f"onnxruntime {ort.__version__}")
-    eng, ortv = [], []
-    prompt_ids = None
+    step_bytes = weight_bytes_per_step(model / "model.onnx")
+    print(f"weights streamed per decode step: {step_bytes / 1e6:.1f} MB")
+    eng, base, ortv, bw = [], [], [], []
     for r in range(args.rounds):
-        res = subprocess.run([str(engine), "generate", "--model", str(model), "--prompt", PROMPT,
-                              "--max-tokens", str(args.tokens), "--threads", str(args.threads),
-                              "--ignore-eos", "--json"], check=True, capture_output=True, text=True)
-        out = json.loads(res.stdout)
-        prompt_ids = out["prompt_ids"]
-        eng.append(out["decode_tok_s"])
+        probe = subprocess.run([str(engine), "bandwidth", "--threads", str(args.threads), "--json"],
+                               check=True, capture_output=True, text=True, timeout=300)
+        bw.append(json.loads(probe.stdout)["median_gb_s"])
+        line = f"round {r + 1}: bandwidth {bw[-1]:6.2f} GB/s  "
+        if args.base_engine:
+            b, _ = engine_tok_s(args.base_engine, model, PROMPT, args.tokens, args.threads)
+            base.append(b)
+            line += f"base engine {b:7.2f} tok/s  "
+        e, prompt_ids = engine_tok_s(engine, model, PROMPT, args.tokens, args.threads)
+        eng.append(e)
         ortv.append(ort_decode_tok_s(sess, prompt_ids, args.tokens, cfg["num_hidden_layers"],
                                      cfg["num_key_value_heads"], cfg["head_size"]))
-        print(f"round {r + 1}: engine {eng[-1]:7.2f} tok/s   onnxruntime {ortv[-1]:7.2f} tok/s")
-    me, mo = statistics.median(eng), statistics.median(ortv)
+        print(line + f"engine {eng[-1]:7.2f} tok/s   onnxruntime {ortv[-1]:7.2f} tok/s", flush=True)
+    me, mo, mbw = statistics.median(eng), statistics.median(ortv), statistics.median(bw)
     print(f"median: engine {me:.2f} tok/s, onnxruntime {mo:.2f} tok/s, engine/ORT = {me / mo:.2f}")
+    if base:
+        mb = statistics.median(base)
+        print(f"median: base engine {mb:.2f} tok/s, engine/base = {me / mb:.2f}")
+    for name, v in [("engine", me), ("onnxruntime", mo)] + ([("base engine", mb)] if base else []):
+        gbs = v * step_bytes / 1e9
+        print(f"{name}: {gbs:.2f} GB/s of weights = {100 * gbs / mbw:.0f} % of the measured read "
+              f"bandwidth ({mbw:.2f} GB/s, {args.threads} thread(s))")
     return 0
 
 

@@ -12,6 +12,7 @@
 //! deterministic test model; [`llama`], [`gguf`] and [`convert`] build and provision real ones.
 
 pub mod backend;
+pub mod bandwidth;
 pub mod cache;
 pub mod convert;
 pub mod decode;
