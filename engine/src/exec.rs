@@ -210,11 +210,28 @@ impl<B: Backend> Executor<B> {
         for (_, i) in &outputs {
             needed[*i] = true;
         }
+        // A constant right operand of a MatMul is prepared once for the device's kernel.
+        let mut weight = vec![false; n_slots];
+        for s in &steps {
+            if matches!(s.op, Op::MatMul)
+                && let Some(&Some(w)) = s.inputs.get(1)
+            {
+                weight[w] = true;
+            }
+        }
         let constants: Vec<(usize, B::Tensor)> = constant
             .into_iter()
             .enumerate()
             .filter_map(|(i, t)| t.filter(|_| needed[i]).map(|t| (i, t)))
-            .collect();
+            .map(|(i, t)| {
+                let t = if weight[i] {
+                    backend.prepare_weight(&t)?
+                } else {
+                    t
+                };
+                Ok((i, t))
+            })
+            .collect::<Result<_>>()?;
 
         // Free each non-constant, non-output slot after its last reader.
         let mut last_use: Vec<Option<usize>> = vec![None; n_slots];

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 
+use crate::backend::cpu::Panels;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -99,10 +100,21 @@ impl Data {
 }
 
 /// A dense row-major tensor on the host.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Tensor {
     shape: Vec<usize>,
     data: Arc<Data>,
+    /// The same values re-laid for the matrix-vector kernel, on a constant MatMul weight
+    /// ([`crate::backend::Backend::prepare_weight`]); every other tensor has none, and a
+    /// reshape drops it.
+    panels: Option<Arc<Panels>>,
+}
+
+/// Equal shape and values (the packed copy is the same values).
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.shape == other.shape && self.data == other.data
+    }
 }
 
 impl Tensor {
@@ -118,6 +130,7 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: Arc::new(data),
+            panels: None,
         })
     }
 
@@ -127,6 +140,7 @@ impl Tensor {
         Tensor {
             shape,
             data: Arc::new(data),
+            panels: None,
         }
     }
 
@@ -180,7 +194,21 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: self.data.clone(),
+            panels: None,
         })
+    }
+
+    /// This tensor with its packed copy for the matrix-vector kernel.
+    pub(crate) fn with_panels(&self, panels: Panels) -> Tensor {
+        Tensor {
+            panels: Some(Arc::new(panels)),
+            ..self.clone()
+        }
+    }
+
+    /// The packed copy, when this is a prepared MatMul weight.
+    pub(crate) fn panels(&self) -> Option<&Panels> {
+        self.panels.as_deref()
     }
 
     /// Elements converted to f32 (exact for every stored type but large i64/i32).

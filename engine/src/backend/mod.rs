@@ -164,6 +164,13 @@ pub trait Backend {
     fn softmax(&self, x: &Self::Tensor, axis: usize, log: bool) -> Result<Self::Tensor>;
     /// numpy `matmul`: 1-D operands promoted and the added dim removed, batch dims broadcast.
     fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// A constant that is the right operand of a MatMul, prepared once at load for the device's
+    /// kernels (the CPU packs a 2-D f32/f16 weight for its matrix-vector kernel beside the
+    /// row-major values, [`cpu::Panels`]); the result has the same shape and values. Default:
+    /// unchanged.
+    fn prepare_weight(&self, t: &Self::Tensor) -> Result<Self::Tensor> {
+        Ok(t.clone())
+    }
     /// numpy `take` along `axis`; indices are i64 or i32, negative values count from the end,
     /// out-of-range values are an error.
     fn gather(
