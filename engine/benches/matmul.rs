@@ -1,8 +1,7 @@
 //! MatMul through the CPU backend (the `gemm` crate underneath), as the decoder uses it: an
 //! activation `[m, k]` times a weight `[k, n]`. Ids: `matmul/{dtype}_t{threads}/{m}x{k}x{n}`;
 //! throughput is in FLOPs (2·m·k·n "elements"), so criterion's elem/s reads as FLOP/s.
-//! `threads` is 1 and every core of the machine (`t{N}`; on the 2-core CI machine `t2`). Each
-//! sample runs inside the backend's pool, as a decode step does (`Group::bench_in_pool`).
+//! `threads` is 1 and every core of the machine (`t{N}`; on the 2-core CI machine `t2`).
 //!
 //! `matvec/{dtype}/{k}x{n}`: one decode step's `[1, k] x [k, n]` product (SmolLM2-135M's MLP
 //! up-projection) on one thread, the matrix-vector kernel of `backend/cpu/matvec.rs`, with the
@@ -36,12 +35,9 @@ fn matmul(c: &mut Criterion) {
                 let a = tensor(dtype, &[m, k], 5);
                 let b = tensor(dtype, &[k, n], 6);
                 g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
-                g.bench_in_pool(
-                    &cpu,
-                    format!("{dname}_t{t}"),
-                    format!("{m}x{k}x{n}"),
-                    || cpu.matmul(black_box(&a), black_box(&b)),
-                );
+                g.bench(format!("{dname}_t{t}"), format!("{m}x{k}x{n}"), || {
+                    cpu.matmul(black_box(&a), black_box(&b))
+                });
             }
         }
     }

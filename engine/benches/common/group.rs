@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
-use engine::CpuBackend;
 
 /// The environment variable that selects serve mode and names the benchmark to serve.
 pub const SERVE_ENV: &str = "HARNESS_BENCH_SERVE";
@@ -102,42 +101,6 @@ impl Group<'_> {
                         }
                         start.elapsed()
                     });
-                }
-            }
-        }
-    }
-
-    /// Benchmark `routine` as [`Group::bench`] does, with each sample's iterations run inside
-    /// `cpu`'s thread pool, as a decode runs (one hand-off into the pool per sample, not per
-    /// call: a two-thread product's per-call hand-off was two wake-ups of a halted vCPU, which
-    /// made the two-thread rows 3-16 % noisy per round and timed the hypervisor more than the
-    /// product). With one thread the pool is not used either way.
-    pub fn bench_in_pool<O>(
-        &mut self,
-        cpu: &CpuBackend,
-        function: impl Display,
-        parameter: impl Display,
-        mut routine: impl FnMut() -> O + Send,
-    ) {
-        let mut timed = move |n: u64| {
-            cpu.in_pool(|| {
-                let start = Instant::now();
-                for _ in 0..n {
-                    black_box(routine());
-                }
-                start.elapsed()
-            })
-        };
-        let announce = self.announce();
-        match &mut self.mode {
-            Mode::Criterion(g) => {
-                g.bench_function(BenchmarkId::new(function.to_string(), parameter), |b| {
-                    b.iter_custom(&mut timed)
-                });
-            }
-            Mode::Serve(id) => {
-                if *id == format!("{}/{function}/{parameter}", self.name) {
-                    serve(&format!("{id}{announce}"), timed);
                 }
             }
         }
