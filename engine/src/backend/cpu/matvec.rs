@@ -162,14 +162,6 @@ impl Panels {
         self.n.div_ceil(PANEL)
     }
 
-    /// Bytes held (the padding included).
-    pub fn bytes(&self) -> usize {
-        match &self.data {
-            PanelData::F32(v) => v.len() * 4,
-            PanelData::F16(v) => v.len() * 2,
-        }
-    }
-
     /// `y := x · W[:, columns of panels p0..p1]` in f32 (`x` of `k` values; `y` holds the
     /// columns of those panels that exist, `min(p1 * PANEL, n) - p0 * PANEL` of them).
     ///
