@@ -7,6 +7,7 @@
 //! `harness/STATS.md`.
 
 mod aggregate;
+mod changepoint;
 mod decide;
 mod instructions;
 mod noise;
@@ -25,6 +26,7 @@ pub use aggregate::{
     PairLayout, ROUND_QUANTILE, Summary, mean, median, paired_log_ratio, quantile, round_estimate,
     std_dev, summarize,
 };
+pub use changepoint::{ChangePoint, ChangePointConfig, e_divisive};
 pub use decide::{analyze, noisy, suspects};
 pub use instructions::{INSTRUCTION_STEP, with_instructions};
 pub use noise::{BIMODAL_BC, Interval, NoiseRound, NoiseRow, TAIL_FACTOR, bimodality, diagnose};
