@@ -17,6 +17,7 @@ pub mod config;
 pub mod e2e;
 pub mod gate;
 pub mod git;
+pub mod history;
 pub mod hook;
 pub mod host;
 pub mod measure;

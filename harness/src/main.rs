@@ -5,7 +5,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use harness::commands::{calibrate, compare, e2e, hook, merge, noise, post, replay, report};
+use harness::commands::{
+    calibrate, compare, e2e, history, hook, merge, noise, post, replay, report,
+};
 
 #[derive(Parser)]
 #[command(
@@ -46,6 +48,11 @@ enum Cmd {
     Replay(replay::Args),
     /// Re-render a saved results.json.
     Report(report::Args),
+    /// The benchmark history on main: `add` a run's commit, `list`, `show` one commit.
+    History(history::Args),
+    /// Change points per benchmark in a history (E-divisive with means; harness/STATS.md
+    /// section 15): the commits where a series' level moved, with size and p-value.
+    Trend(history::TrendArgs),
     /// The git pre-push hook: runs the quick suite on every pushed branch and blocks the push on
     /// a regression (skip once with `git push --no-verify`).
     Hook(hook::Args),
@@ -62,6 +69,8 @@ fn main() -> ExitCode {
         Cmd::Replay(a) => replay::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Hook(a) => hook::run(a),
+        Cmd::History(a) => history::run(a),
+        Cmd::Trend(a) => history::trend(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

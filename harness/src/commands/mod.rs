@@ -8,6 +8,7 @@
 pub mod calibrate;
 pub mod compare;
 pub mod e2e;
+pub mod history;
 pub mod hook;
 pub mod merge;
 pub mod noise;
@@ -114,7 +115,7 @@ impl Output {
         if let Some(out) = &self.out {
             write_outputs(out, results)?;
         }
-        print!("{}", render(results, self.format));
+        out(&render(results, self.format))?;
         Ok(exit_code(
             results.outcome,
             self.fail_on.unwrap_or(FailOn::Never),
@@ -132,7 +133,7 @@ pub fn finish(
     fail_on: FailOn,
 ) -> anyhow::Result<u8> {
     write_outputs(out, results)?;
-    print!("{}", render(results, format));
+    self::out(&render(results, format))?;
     eprintln!("results: {}", out.join("results.json").display());
     github_actions_outputs(results);
     Ok(exit_code(results.outcome, fail_on))
@@ -201,6 +202,17 @@ pub fn read_results(input: &Path) -> anyhow::Result<Results> {
 
 /// [`read_results`], refusing a file over `max` bytes before reading it (and one that grows past
 /// it while being read).
+/// Writes a command's report to stdout. A reader that has gone away (`harness trend | head`)
+/// ends the output quietly: `print!` would panic on the broken pipe.
+pub fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("cannot write to stdout"),
+    }
+}
+
 pub fn read_results_limited(input: &Path, max: u64) -> anyhow::Result<Results> {
     use std::io::Read as _;
     let file =

@@ -124,14 +124,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
     match args.format {
-        NoiseFormat::Md => print!("{}", markdown(&run)),
+        NoiseFormat::Md => super::out(&markdown(&run))?,
         NoiseFormat::Json => {
             // Without the raw samples: --out keeps those.
             let mut lean = run.clone();
             for v in &mut lean.variants {
                 v.samples.clear();
             }
-            println!("{}", serde_json::to_string_pretty(&lean)?);
+            super::out(&format!("{}\n", serde_json::to_string_pretty(&lean)?))?;
         }
     }
     Ok(0)

@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         .with_context(|| format!("{} cannot be posted", args.input.display()))?;
     if args.dry_run {
         let body = comment_body(&results, &artifact_hint(&|k| std::env::var(k).ok()));
-        print!("{body}");
+        super::out(&body)?;
         return Ok(0);
     }
     let (target, posted) = crate::post::post_from_env(

@@ -19,7 +19,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let results = read_results(&args.input)?;
-    print!("{}", render(&results, args.format));
+    super::out(&render(&results, args.format))?;
     Ok(exit_code(
         results.outcome,
         args.fail_on.unwrap_or(FailOn::Never),

@@ -1,0 +1,192 @@
+//! `harness history add|list|show` and `harness trend`: the benchmark history on main and the
+//! change points in it (`crate::history`, harness/STATS.md section 15).
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+
+use super::read_results_limited;
+use crate::history::{self, Side};
+use crate::report::format::short_sha as short;
+use crate::report::md;
+use crate::stats::ChangePointConfig;
+
+/// The history of benchmark results on main: one file per commit and host.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Add one side of a saved results.json (by default the head: the commit a push to main
+    /// measured) to the history in DIR; the same commit again replaces its record.
+    Add {
+        /// The results.json of a `harness compare` run.
+        #[arg(long)]
+        results: PathBuf,
+        /// The history directory.
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value = "head")]
+        side: Side,
+    },
+    /// One line per record: host, commit, date, suite, benchmarks.
+    List {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// One commit's benchmarks (every host that measured it).
+    Show {
+        #[arg(long)]
+        dir: PathBuf,
+        /// The commit (a prefix of at least 7 hex digits).
+        sha: String,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    match args.command {
+        Command::Add { results, dir, side } => {
+            let r = read_results_limited(&results, crate::post::MAX_INPUT_BYTES)?;
+            let r = crate::post::vetted(r)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{} cannot go into the history", results.display()))?;
+            let record = history::record_of(&r, side)?;
+            let path = history::add(&dir, &record)?;
+            eprintln!(
+                "added {} ({} benchmarks) as {}",
+                short(&record.sha),
+                record.benches.len(),
+                path.display()
+            );
+        }
+        Command::List { dir } => {
+            let mut text = String::new();
+            for r in history::load(&dir)? {
+                text += &format!(
+                    "{}  {}  {}  {:<6}  {:>3} benchmarks  {}\n",
+                    r.host.fingerprint,
+                    short(&r.sha),
+                    unix_date(r.created_unix_s),
+                    r.suite,
+                    r.benches.len(),
+                    md::plain(&md::cap(&r.subject, 72))
+                );
+            }
+            super::out(&text)?;
+        }
+        Command::Show { dir, sha } => {
+            if sha.len() < 7 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!("{sha:?} is not a commit id prefix (7 or more hex digits)");
+            }
+            let records: Vec<_> = history::load(&dir)?
+                .into_iter()
+                .filter(|r| r.sha.starts_with(&sha.to_ascii_lowercase()))
+                .collect();
+            if records.is_empty() {
+                bail!("no record of {sha} in {}", dir.display());
+            }
+            let mut text = String::new();
+            for r in records {
+                text += &format!(
+                    "{} on {} ({})\n",
+                    r.sha,
+                    r.host.fingerprint,
+                    md::plain(&md::cap(&r.host.cpu, 80))
+                );
+                for b in &r.benches {
+                    text += &format!(
+                        "  {:<48} {:>14.1} ns\n",
+                        md::plain(&md::cap(&b.id, 120)),
+                        b.median_ns
+                    );
+                }
+            }
+            super::out(&text)?;
+        }
+    }
+    Ok(0)
+}
+
+/// Change points per benchmark in a history.
+#[derive(clap::Args, Debug)]
+pub struct TrendArgs {
+    /// The history directory (`harness history add`).
+    #[arg(long)]
+    history: PathBuf,
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Md,
+    Json,
+}
+
+pub fn trend(args: TrendArgs) -> anyhow::Result<u8> {
+    let records = history::load(&args.history)?;
+    let trends = history::trends(&records, &ChangePointConfig::default());
+    let text = match args.format {
+        Format::Json => format!("{}\n", serde_json::to_string_pretty(&trends)?),
+        Format::Md => markdown(records.len(), &trends),
+    };
+    super::out(&text)?;
+    Ok(0)
+}
+
+/// The trend page: one row per change point, every string from the history escaped.
+fn markdown(commits: usize, trends: &[history::Trend]) -> String {
+    let mut s = format!(
+        "## Change points ({commits} commits, {} series; E-divisive with means, p ≤ 0.01)\n\n",
+        trends.len()
+    );
+    let rows: Vec<_> = trends
+        .iter()
+        .flat_map(|t| t.change_points.iter().map(move |c| (t, c)))
+        .collect();
+    if rows.is_empty() {
+        s += "No change of level in any series.\n";
+        return s;
+    }
+    s += "| host | benchmark | between | change | p | commits in series |\n";
+    s += "|---|---|---|---:|---:|---:|\n";
+    for (t, c) in rows {
+        s += &format!(
+            "| {} | {} | {}..{} | {:+.1} % | {:.3} | {} |\n",
+            md::cell_code(&t.host),
+            md::cell_code(&t.id),
+            short(&c.before_sha),
+            short(&c.sha),
+            (c.point.ratio - 1.0) * 100.0,
+            c.point.p_value,
+            t.shas.len()
+        );
+    }
+    s
+}
+
+/// `YYYY-MM-DD` of a unix time (UTC), by the civil-from-days algorithm (Hinnant).
+fn unix_date(s: f64) -> String {
+    let days = (s / 86_400.0).floor() as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::unix_date(0.0), "1970-01-01");
+        assert_eq!(super::unix_date(1_764_633_600.0), "2025-12-02");
+    }
+}
