@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::{HostInfo, Results};
 use crate::stats::{ChangePoint, ChangePointConfig, e_divisive};
+use crate::vocab::Side;
 
 pub const SCHEMA: &str = "harness-history/1";
 /// A history record is a few hundred bytes per benchmark; anything past this is not one.
@@ -45,13 +46,6 @@ pub struct Point {
     pub median_ns: f64,
 }
 
-/// Which revision of a comparison a record takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Side {
-    Base,
-    Head,
-}
-
 /// The record of `side` of a saved run. Rows without a measurement on that side are left out.
 pub fn record_of(results: &Results, side: Side) -> anyhow::Result<Record> {
     let rev = match side {
@@ -78,7 +72,10 @@ pub fn record_of(results: &Results, side: Side) -> anyhow::Result<Record> {
         })
         .collect::<Vec<_>>();
     if benches.is_empty() {
-        bail!("the results have no measured benchmark on the {side:?} side");
+        bail!(
+            "the results have no measured benchmark on the {} side",
+            side.name()
+        );
     }
     Ok(Record {
         schema: SCHEMA.to_string(),
@@ -89,10 +86,6 @@ pub fn record_of(results: &Results, side: Side) -> anyhow::Result<Record> {
         host: results.host.clone(),
         benches,
     })
-}
-
-fn is_sha(s: &str) -> bool {
-    (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn md_cap(s: &str) -> String {
@@ -118,7 +111,7 @@ fn host_dir(fingerprint: &str) -> anyhow::Result<&str> {
 
 /// Writes `record` under `dir` and returns its path.
 pub fn add(dir: &Path, record: &Record) -> anyhow::Result<PathBuf> {
-    if !is_sha(&record.sha) {
+    if !crate::post::is_commit_id(&record.sha) {
         bail!("{:?} is not a commit id", md_cap(&record.sha));
     }
     let host = dir.join(host_dir(&record.host.fingerprint)?);
@@ -174,7 +167,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Record>> {
             }
             // The commit ids and the host go into reports unescaped (short shas, a directory
             // name): held to what `add` writes.
-            if !is_sha(&r.sha) {
+            if !crate::post::is_commit_id(&r.sha) {
                 bail!(
                     "{}: {:?} is not a commit id",
                     path.display(),

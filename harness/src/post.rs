@@ -407,7 +407,8 @@ pub fn vetted(mut results: Results) -> Result<Results, String> {
     Ok(results)
 }
 
-fn is_commit_id(s: &str) -> bool {
+/// 7 to 64 hex digits: a commit id as results files and the history hold them.
+pub(crate) fn is_commit_id(s: &str) -> bool {
     (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

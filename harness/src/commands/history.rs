@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 
 use super::read_results_limited;
-use crate::history::{self, Side};
+use crate::history;
 use crate::report::format::short_sha as short;
 use crate::report::md;
 use crate::stats::ChangePointConfig;
+use crate::vocab::Side;
 
 /// The history of benchmark results on main: one file per commit and host.
 #[derive(clap::Args, Debug)]
