@@ -42,6 +42,18 @@ fn commit(saved: &Value, i: usize) -> Value {
     r
 }
 
+/// `harness history add --results <results> --dir <dir>`.
+fn add(results: &Path, dir: &Path) -> std::process::Output {
+    harness(&[
+        "history",
+        "add",
+        "--results",
+        results.to_str().unwrap(),
+        "--dir",
+        dir.to_str().unwrap(),
+    ])
+}
+
 fn write(path: &Path, v: &Value) {
     std::fs::write(path, serde_json::to_string(v).unwrap()).unwrap();
 }
@@ -54,14 +66,7 @@ fn a_history_of_24_commits_shows_the_one_step_at_its_commit() {
     for i in 0..24 {
         let f = tmp.path().join(format!("run{i}.json"));
         write(&f, &commit(&saved, i));
-        let out = harness(&[
-            "history",
-            "add",
-            "--results",
-            f.to_str().unwrap(),
-            "--dir",
-            dir.to_str().unwrap(),
-        ]);
+        let out = add(&f, &dir);
         assert!(
             out.status.success(),
             "{}",
@@ -120,14 +125,7 @@ fn a_hostile_results_file_is_refused_and_nothing_is_written() {
         r[edit.0][edit.1] = Value::from(edit.2);
         let f = tmp.path().join(name);
         write(&f, &r);
-        let out = harness(&[
-            "history",
-            "add",
-            "--results",
-            f.to_str().unwrap(),
-            "--dir",
-            dir.to_str().unwrap(),
-        ]);
+        let out = add(&f, &dir);
         assert_eq!(out.status.code(), Some(2), "{name}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("error:"), "{name}: {err}");
