@@ -198,8 +198,10 @@ enum Command {
 /// asks for transparent huge pages there, so the 540 MB of an f32 SmolLM2 live on 2 MiB pages
 /// (`AnonHugePages` 634 MB against 0 with glibc's allocator, whose per-tensor mappings are not
 /// 2 MiB-aligned and most tensors are smaller than 2 MiB). A decode step streams every weight
-/// once, and on the CI machine's Xeon a read stream over 512 MiB runs 7-9 % faster on huge
-/// pages (fewer TLB misses). Measured in `goldens/speed_vs_ort.py --base-engine`.
+/// once, and on the CI machine's Xeon a read stream over 512 MiB ran 7-9 % faster on huge pages
+/// than on 4 KiB ones (fewer TLB misses; one and two threads, mapped with and without
+/// `MADV_HUGEPAGE`). Its share of the decode speed-up is inside the before/after runs of
+/// `goldens/speed/`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

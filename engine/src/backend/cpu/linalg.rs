@@ -308,13 +308,14 @@ fn gemm_batched<T: Copy + Default + Send + Sync + 'static + Matvec>(
     };
     let (mk, kn, mn) = (m * k, k * n, m * n);
     let nb = batches.len();
-    if plan.folds() && nb * m == 1 {
-        // A matrix-vector product: the team splits it, from any thread (no hand-off).
+    if plan.folds() {
         let b0 = batches[0].1 * kn;
-        gemm_one(be, (1, n, k), &mut out, a, &b[b0..], zero, one, par);
-    } else if plan.folds() {
-        let b0 = batches[0].1 * kn;
-        be.in_pool(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
+        if nb * m == 1 {
+            // A matrix-vector product: the team splits it, from any thread (no hand-off).
+            gemm_one(be, (1, n, k), &mut out, a, &b[b0..], zero, one, par);
+        } else {
+            be.in_pool(|| gemm_one(be, (nb * m, n, k), &mut out, a, &b[b0..], zero, one, par));
+        }
     } else if threads > 1 && nb > 1 && (nb >= threads || m * n * k <= SMALL_GEMM) {
         // Enough (or small enough) batches: one single-threaded gemm per task.
         be.in_pool(|| {

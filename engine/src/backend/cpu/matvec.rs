@@ -68,12 +68,7 @@ pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &
             }
             return;
         }
-        let row = |i: usize| &w[i * ldw..i * ldw + n];
-        for (i, &a) in xf.iter().enumerate() {
-            for (o, v) in acc.iter_mut().zip(row(i)) {
-                *o = a.mul_add(v.to_f32(), *o);
-            }
-        }
+        matvec_f16_portable(&xf, w, ldw, k, n, &mut acc);
     }
     for (o, a) in y[..n].iter_mut().zip(&acc) {
         *o = f16::from_f32(*a);
@@ -93,7 +88,9 @@ pub(crate) const PANEL: usize = 64;
 /// rows instead of loading and storing `y` every four rows.
 ///
 /// Each output is still summed over `i` in order, with one rounding per multiply-add on the
-/// FMA path: the same bits as [`matvec_f32`] / [`matvec_f16`] on the row-major weight.
+/// FMA path, and without AVX2 each panel goes through the row-major portable kernels (a panel is
+/// a row-major `[k, 64]` block): either way the same bits as [`matvec_f32`] / [`matvec_f16`] on
+/// the row-major weight, so packing (two threads and more) never changes a product.
 pub struct Panels {
     k: usize,
     n: usize,
@@ -174,14 +171,14 @@ impl Panels {
         assert_eq!(y.len(), cols);
         let span = p0 * k * PANEL..p1 * k * PANEL;
         match &self.data {
-            PanelData::F32(w) => panels_matvec(x, &w[span], k, y),
-            PanelData::F16(w) => panels_matvec(x, &w[span], k, y),
+            PanelData::F32(w) => panel_blocks(x, &w[span], k, y),
+            PanelData::F16(w) => panel_blocks(x, &w[span], k, y),
         }
     }
 }
 
 /// `y` from whole panels `w` (each `k * PANEL` values), in panel order.
-fn panels_matvec<T: Widen>(x: &[f32], w: &[T], k: usize, y: &mut [f32]) {
+fn panel_blocks<T: Widen>(x: &[f32], w: &[T], k: usize, y: &mut [f32]) {
     if k == 0 {
         y.fill(0.0);
         return;
@@ -194,19 +191,18 @@ fn panels_matvec<T: Widen>(x: &[f32], w: &[T], k: usize, y: &mut [f32]) {
             unsafe { x86::panel_avx2(x, panel, k, out) };
             continue;
         }
-        let mut acc = [0f32; PANEL];
-        for (i, row) in panel.chunks_exact(PANEL).enumerate() {
-            for (a, v) in acc.iter_mut().zip(row) {
-                *a += x[i] * v.widen();
-            }
-        }
-        out.copy_from_slice(&acc[..out.len()]);
+        // A panel is a row-major `[k, PANEL]` block: the row-major kernel without AVX2 sums its
+        // columns in the same order as on the unpacked weight.
+        T::portable(x, panel, PANEL, k, out);
     }
 }
 
 /// A weight element the kernels widen to f32: one at a time, or (AVX) eight into one vector.
 pub trait Widen: Copy {
     fn widen(self) -> f32;
+    /// The row-major kernel without AVX2: `y := x · W` for the `[k, y.len()]` block `w` with
+    /// row stride `ldw`, summed as [`matvec_f32`] / [`matvec_f16`] sum there.
+    fn portable(x: &[f32], w: &[Self], ldw: usize, k: usize, y: &mut [f32]);
     /// # Safety
     /// `p` points to 8 readable values; the caller runs with AVX (and F16C for f16).
     #[cfg(target_arch = "x86_64")]
@@ -217,6 +213,9 @@ impl Widen for f32 {
     #[inline(always)]
     fn widen(self) -> f32 {
         self
+    }
+    fn portable(x: &[f32], w: &[f32], ldw: usize, k: usize, y: &mut [f32]) {
+        matvec_f32_portable(x, w, ldw, k, y.len(), y);
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -230,6 +229,10 @@ impl Widen for f16 {
     #[inline(always)]
     fn widen(self) -> f32 {
         self.to_f32()
+    }
+    fn portable(x: &[f32], w: &[f16], ldw: usize, k: usize, y: &mut [f32]) {
+        y.fill(0.0);
+        matvec_f16_portable(x, w, ldw, k, y.len(), y);
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -252,6 +255,16 @@ fn has_avx2() -> bool {
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
     })
+}
+
+/// The f16 kernel without AVX2: `acc += x · W`, one fused multiply-add per weight, row order.
+fn matvec_f16_portable(x: &[f32], w: &[f16], ldw: usize, k: usize, n: usize, acc: &mut [f32]) {
+    let row = |i: usize| &w[i * ldw..i * ldw + n];
+    for (i, &a) in x[..k].iter().enumerate() {
+        for (o, v) in acc.iter_mut().zip(row(i)) {
+            *o = a.mul_add(v.to_f32(), *o);
+        }
+    }
 }
 
 fn matvec_f32_portable(x: &[f32], w: &[f32], ldw: usize, k: usize, n: usize, y: &mut [f32]) {
@@ -513,6 +526,29 @@ mod tests {
             Panels::f16(&wh, k, n).matvec(&xf, (0, n.div_ceil(PANEL)), &mut got);
             let got: Vec<f16> = got.into_iter().map(f16::from_f32).collect();
             assert_eq!(got, want, "f16 k {k} n {n}");
+        }
+    }
+
+    /// Without AVX2 the panels are summed by the row-major portable kernels, so the bits still
+    /// match the unpacked weight's (and a product stays the same on any thread count).
+    #[test]
+    fn portable_panels_give_the_portable_row_major_bits() {
+        let (k, n) = (37, 150);
+        let x = data(k, 21);
+        let w = data(k * n, 22);
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        let (pf, ph) = (pack(&w, k, n), pack(&wh, k, n));
+        for p in 0..n.div_ceil(PANEL) {
+            let (c0, cols) = (p * PANEL, PANEL.min(n - p * PANEL));
+            let panel = p * k * PANEL..(p + 1) * k * PANEL;
+            let (mut got, mut want) = (vec![0f32; cols], vec![0f32; cols]);
+            <f32 as Widen>::portable(&x, &pf[panel.clone()], PANEL, k, &mut got);
+            matvec_f32_portable(&x, &w[c0..], n, k, cols, &mut want);
+            assert_eq!(got, want, "f32 panel {p}");
+            <f16 as Widen>::portable(&x, &ph[panel], PANEL, k, &mut got);
+            want.fill(0.0);
+            matvec_f16_portable(&x, &wh[c0..], n, k, cols, &mut want);
+            assert_eq!(got, want, "f16 panel {p}");
         }
     }
 
