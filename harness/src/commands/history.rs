@@ -79,8 +79,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             super::out(&text)?;
         }
         Command::Show { dir, sha } => {
-            if sha.len() < 7 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                bail!("{sha:?} is not a commit id prefix (7 or more hex digits)");
+            if !crate::post::is_commit_id(&sha) {
+                bail!("{sha:?} is not a commit id or prefix (7 to 64 hex digits)");
             }
             let records: Vec<_> = history::load(&dir)?
                 .into_iter()
