@@ -37,6 +37,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use cudarc::cublas::{CudaBlas, sys as cublas_sys};
 use cudarc::driver::{
     CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
     PushKernelArg, sys,
@@ -92,7 +93,7 @@ unsafe fn launch_ex(
     st: &CudaStream,
     f: &CudaFunction,
     what: &str,
-    grid: u32,
+    grid: (u32, u32),
     block: u32,
     smem_floats: usize,
     pdl: bool,
@@ -118,8 +119,8 @@ unsafe fn launch_ex(
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
     let cfg = sys::CUlaunchConfig {
-        gridDimX: grid.max(1),
-        gridDimY: 1,
+        gridDimX: grid.0.max(1),
+        gridDimY: grid.1.max(1),
         gridDimZ: 1,
         blockDimX: block,
         blockDimY: 1,
@@ -216,6 +217,50 @@ struct Kernels {
     argmax: CudaFunction,
 }
 
+/// Most prompt rows one batched prefill pass takes: a longer prompt is prefilled in chunks, each
+/// seeing the cache the earlier ones wrote. Bounds the scratch (f32 SmolLM2: the gate/up
+/// product is 4096 x 3072 floats, 50 MB).
+const PREFILL_CHUNK: usize = 4096;
+/// Head sizes `kernels/prefill.cu` compiles an attention kernel for.
+const PREFILL_HEAD_DIMS: &[usize] = &[16, 32, 64, 128];
+/// `ENGINE_CUDA_PREFILL=step` feeds the prompt token by token through the decode step instead
+/// of the batched prefill (for comparison; the default is `batched`).
+pub const PREFILL_ENV: &str = "ENGINE_CUDA_PREFILL";
+
+/// The batched prefill (`kernels/prefill.cu` and cuBLAS): the prompt as `[n, hidden]` rows
+/// through each layer, its GEMMs on tensor cores for f16/bf16 (f32 accumulation and outputs),
+/// causal flash attention writing nothing of size n x n.
+struct Prefill {
+    blas: CudaBlas,
+    embed_rows: CudaFunction,
+    rms_rows: CudaFunction,
+    rope_kv: CudaFunction,
+    silu_mul: CudaFunction,
+    attention: CudaFunction,
+    /// Threads per attention block: 128 (4 warps of tensor-core tiles) or 64 (one per row).
+    attention_block: u32,
+    bufs: Option<PrefillBufs>,
+}
+
+/// Scratch for up to `rows` prompt rows.
+struct PrefillBufs {
+    rows: usize,
+    ids: CudaSlice<i32>,
+    /// The residual stream, `[rows, hidden]`.
+    x: CudaSlice<f32>,
+    /// A GEMM input in the package's type: the normed rows `[rows, hidden]`, then the SwiGLU
+    /// activations `[rows, ffn]`.
+    xn: CudaSlice<u8>,
+    /// q/k/v before RoPE, `[rows, (heads + 2 kv_heads) head_dim]`.
+    qkv: CudaSlice<f32>,
+    /// Rotated queries, `[rows, heads head_dim]` in the package's type.
+    q: CudaSlice<u8>,
+    /// Attention output, `[rows, heads head_dim]` in the package's type.
+    att: CudaSlice<u8>,
+    /// Gate and up, `[rows, 2 ffn]`.
+    gu: CudaSlice<f32>,
+}
+
 /// The fused decoder. Not `Sync`: one decode at a time.
 pub struct LlamaDecoder {
     dev: Arc<Device>,
@@ -236,6 +281,9 @@ pub struct LlamaDecoder {
     /// `[token, position]`.
     state: CudaSlice<i32>,
     persistent: Option<Persistent>,
+    /// The batched prefill; `None` feeds the prompt through the decode step (head size without
+    /// a compiled attention kernel, or `ENGINE_CUDA_PREFILL=step`).
+    prefill: Option<Prefill>,
     /// Launch with programmatic dependent launch (sm_90+, unless `ENGINE_CUDA_PDL=0`).
     pdl: bool,
     capacity: usize,
@@ -451,6 +499,31 @@ impl LlamaDecoder {
             rms_gemv: f("rms_gemv")?,
             argmax: dev.function("llama", "argmax_next")?,
         };
+        let prefill = match std::env::var(PREFILL_ENV).as_deref() {
+            Ok("step") => None,
+            Ok("batched") | Err(_) if PREFILL_HEAD_DIMS.contains(&d) => {
+                let pf = |n: &str| dev.function("prefill", &format!("{n}_{sfx}"));
+                let mma = s.dtype != DType::F32;
+                let kind = if mma { "mma" } else { "simt" };
+                Some(Prefill {
+                    blas: CudaBlas::new(st.clone()).map_err(cu_err("create a cuBLAS handle"))?,
+                    embed_rows: pf("embed_rows")?,
+                    rms_rows: pf("rms_rows")?,
+                    rope_kv: pf("rope_kv")?,
+                    silu_mul: pf("silu_mul")?,
+                    attention: dev
+                        .function("prefill", &format!("flash_prefill_{kind}_{sfx}_d{d}"))?,
+                    attention_block: if mma { 128 } else { 64 },
+                    bufs: None,
+                })
+            }
+            Ok("batched") | Err(_) => None,
+            Ok(other) => {
+                return Err(Error::msg(format!(
+                    "{PREFILL_ENV}={other:?}: expected `batched` or `step`"
+                )));
+            }
+        };
         let z = |n: usize| st.alloc_zeros::<f32>(n).map_err(cu_err("alloc"));
         let persistent = if std::env::var("ENGINE_CUDA_PERSISTENT").is_ok_and(|v| v == "1") {
             let sms = dev
@@ -477,6 +550,7 @@ impl LlamaDecoder {
                 .alloc_zeros::<i32>(MAX_LM_BLOCKS)
                 .map_err(cu_err("alloc"))?,
             persistent,
+            prefill,
             pdl: dev.arch().0 >= 9 && !std::env::var("ENGINE_CUDA_PDL").is_ok_and(|v| v == "0"),
             state: st.alloc_zeros::<i32>(2).map_err(cu_err("alloc"))?,
             shape,
@@ -640,7 +714,7 @@ impl LlamaDecoder {
                 // SAFETY: every call below passes its kernel's parameters in `llama.cu`'s order,
                 // with addresses of this decoder's own buffers, sized for the model's geometry
                 // when they were allocated (`new`/`ensure_capacity`).
-                unsafe { launch_ex(&st, f, what, grid, block, smem, pdl, a) }
+                unsafe { launch_ex(&st, f, what, (grid, 1), block, smem, pdl, a) }
             };
         use Arg::{F, I, P};
         launch(
@@ -727,6 +801,286 @@ impl LlamaDecoder {
                 &[P(w(&l.wd)), P(act), P(x), I(h), I(f)],
             )?;
         }
+        self.launch_head()
+    }
+
+    /// Enqueues the batched prefill of `ids` at positions `pos0..`: their K/V go into the cache,
+    /// and the residual of the last row into `self.x` with `state = [0, last position]`, ready
+    /// for [`Self::launch_head`].
+    fn prefill_chunk(&mut self, ids: &[u32], pos0: usize) -> Result<()> {
+        let mut pf = self
+            .prefill
+            .take()
+            .ok_or_else(|| Error::msg("cuda decoder: no batched prefill"))?;
+        let r = self.prefill_with(&mut pf, ids, pos0);
+        self.prefill = Some(pf);
+        r
+    }
+
+    fn prefill_with(&mut self, pf: &mut Prefill, ids: &[u32], pos0: usize) -> Result<()> {
+        let s = self.shape.clone();
+        let (n, d, es) = (ids.len(), s.head_dim, s.dtype.size());
+        let st = self.dev.stream.clone();
+        let qkv_w = (s.heads + 2 * s.kv_heads) * d;
+        if pf.bufs.as_ref().is_none_or(|b| b.rows < n) {
+            pf.bufs = None;
+            let rows = n;
+            let zf = |len: usize| st.alloc_zeros::<f32>(len).map_err(cu_err("alloc prefill"));
+            let zt = |len: usize| {
+                st.alloc_zeros::<u8>(len * es)
+                    .map_err(cu_err("alloc prefill"))
+            };
+            pf.bufs = Some(PrefillBufs {
+                rows,
+                ids: st
+                    .alloc_zeros::<i32>(rows)
+                    .map_err(cu_err("alloc prefill"))?,
+                x: zf(rows * s.hidden)?,
+                xn: zt(rows * s.hidden.max(s.ffn))?,
+                qkv: zf(rows * qkv_w)?,
+                q: zt(rows * s.heads * d)?,
+                att: zt(rows * s.heads * d)?,
+                gu: zf(rows * 2 * s.ffn)?,
+            });
+        }
+        let Some(b) = pf.bufs.as_mut() else {
+            return Err(Error::msg("cuda decoder: prefill scratch not allocated"));
+        };
+        let host: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        st.memcpy_htod(&host, &mut b.ids.slice_mut(0..n))
+            .map_err(cu_err("upload prompt"))?;
+        let b = &*b;
+        let f32p = |v: &CudaSlice<f32>| v.device_ptr(&st).0;
+        let u8p = |v: &CudaSlice<u8>| v.device_ptr(&st).0;
+        let (x, xn, qkv, q, att, gu) = (
+            f32p(&b.x),
+            u8p(&b.xn),
+            f32p(&b.qkv),
+            u8p(&b.q),
+            u8p(&b.att),
+            f32p(&b.gu),
+        );
+        let (h, nh, kvh, di, f) = (
+            s.hidden as i32,
+            s.heads as i32,
+            s.kv_heads as i32,
+            d as i32,
+            s.ffn as i32,
+        );
+        let (ni, p0, cap) = (n as i32, pos0 as i32, self.capacity as i32);
+        let scale = 1.0f32 / (d as f32).sqrt();
+        let launch = |fun: &CudaFunction, what: &str, grid: (u32, u32), block: u32, a: &[Arg]| {
+            // SAFETY: every call passes its kernel's parameters in `prefill.cu`'s order, with
+            // addresses of this decoder's buffers: scratch sized for `rows >= n` rows above, the
+            // cache for `capacity >= pos0 + n` positions (`ensure_capacity` before prefill).
+            unsafe { launch_ex(&st, fun, what, grid, block, 0, false, a) }
+        };
+        let blocks = |work: usize| (work.div_ceil(BLOCK as usize) as u32, 1);
+        use Arg::{F, I, P};
+        launch(
+            &pf.embed_rows,
+            "embed_rows",
+            (n as u32, 1),
+            BLOCK,
+            &[
+                P(self.embed.device_ptr(&st).0),
+                P(b.ids.device_ptr(&st).0),
+                P(x),
+                I(h),
+                I(ni),
+            ],
+        )?;
+        let rows_grid = ((n as u32).div_ceil(WARPS), 1);
+        for l in &self.layers {
+            let (Some(kc), Some(vc)) = (l.kc.as_ref(), l.vc.as_ref()) else {
+                return Err(Error::msg("cuda decoder: KV cache not allocated"));
+            };
+            let (kc, vc) = (u8p(kc), u8p(vc));
+            launch(
+                &pf.rms_rows,
+                "rms_rows (input_layernorm)",
+                rows_grid,
+                BLOCK,
+                &[P(x), P(f32p(&l.ln1)), F(s.eps), I(h), I(ni), P(xn)],
+            )?;
+            Self::gemm(
+                &pf.blas,
+                s.dtype,
+                u8p(&l.wqkv),
+                xn,
+                qkv,
+                n,
+                qkv_w,
+                s.hidden,
+                0.0,
+            )?;
+            launch(
+                &pf.rope_kv,
+                "rope_kv",
+                blocks(n * (s.heads + 2 * s.kv_heads) * d / 2),
+                BLOCK,
+                &[
+                    P(qkv),
+                    P(f32p(&self.inv_freq)),
+                    I(p0),
+                    I(ni),
+                    I(nh),
+                    I(kvh),
+                    I(di),
+                    P(q),
+                    P(kc),
+                    P(vc),
+                    I(cap),
+                ],
+            )?;
+            launch(
+                &pf.attention,
+                "flash_prefill",
+                ((n as u32).div_ceil(64), s.heads as u32),
+                pf.attention_block,
+                &[
+                    P(q),
+                    P(kc),
+                    P(vc),
+                    I(ni),
+                    I(p0),
+                    I(nh),
+                    I(kvh),
+                    I(cap),
+                    F(scale),
+                    P(att),
+                ],
+            )?;
+            Self::gemm(
+                &pf.blas,
+                s.dtype,
+                u8p(&l.wo),
+                att,
+                x,
+                n,
+                s.hidden,
+                s.heads * d,
+                1.0,
+            )?;
+            launch(
+                &pf.rms_rows,
+                "rms_rows (post_attention_layernorm)",
+                rows_grid,
+                BLOCK,
+                &[P(x), P(f32p(&l.ln2)), F(s.eps), I(h), I(ni), P(xn)],
+            )?;
+            Self::gemm(
+                &pf.blas,
+                s.dtype,
+                u8p(&l.wgu),
+                xn,
+                gu,
+                n,
+                2 * s.ffn,
+                s.hidden,
+                0.0,
+            )?;
+            launch(
+                &pf.silu_mul,
+                "silu_mul",
+                blocks(n * s.ffn),
+                BLOCK,
+                &[P(gu), I(f), I(ni), P(xn)],
+            )?;
+            Self::gemm(
+                &pf.blas,
+                s.dtype,
+                u8p(&l.wd),
+                xn,
+                x,
+                n,
+                s.hidden,
+                s.ffn,
+                1.0,
+            )?;
+        }
+        // The last row's residual feeds the decode step's lm_head.
+        let last = (n - 1) * s.hidden;
+        st.memcpy_dtod(&b.x.slice(last..last + s.hidden), &mut self.x)
+            .map_err(cu_err("copy the last prefill row"))?;
+        self.set_state(&[0, (pos0 + n - 1) as i32])
+    }
+
+    /// `c[n, out] (f32, row-major) = beta * c + x[n, k] w[out, k]^T` with `x` and `w` in the
+    /// package's float type, accumulated in f32 (tensor cores for f16/bf16; f32 stays f32: no
+    /// TF32). In cuBLAS's column-major terms: `c^T[out, n] = w^T... `, i.e. `op(A) = w` read
+    /// transposed with `lda = k`, `B = x^T` with `ldb = k`, `ldc = out`.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        blas: &CudaBlas,
+        dtype: DType,
+        w: u64,
+        x: u64,
+        c: u64,
+        n: usize,
+        out: usize,
+        k: usize,
+        beta: f32,
+    ) -> Result<()> {
+        use cublas_sys::cudaDataType::{CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F};
+        let t = match dtype {
+            DType::F16 => CUDA_R_16F,
+            DType::BF16 => CUDA_R_16BF,
+            _ => CUDA_R_32F,
+        };
+        let alpha = 1.0f32;
+        let op_t = cublas_sys::cublasOperation_t::CUBLAS_OP_T;
+        let op_n = cublas_sys::cublasOperation_t::CUBLAS_OP_N;
+        // SAFETY: `w` holds `out * k`, `x` at least `n * k` and `c` at least `n * out` elements of
+        // the types named (this decoder's weights and prefill scratch); alpha and beta are host
+        // f32 scalars (cuBLAS's default pointer mode) alive across the call.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *blas.handle(),
+                op_t,
+                op_n,
+                out as i32,
+                n as i32,
+                k as i32,
+                (&alpha as *const f32).cast(),
+                w as *const std::ffi::c_void,
+                t,
+                k as i32,
+                x as *const std::ffi::c_void,
+                t,
+                k as i32,
+                (&beta as *const f32).cast(),
+                c as *mut std::ffi::c_void,
+                CUDA_R_32F,
+                out as i32,
+                cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(cu_err("cuBLAS prefill gemm"))
+    }
+
+    /// Enqueues the lm_head over the residual row `self.x` (with the first argmax stage) and the
+    /// final argmax, which writes the next token to `state[0]` and advances `state[1]`: the end
+    /// of a decode step and of a batched prefill.
+    fn launch_head(&self) -> Result<()> {
+        let s = &self.shape;
+        let st = self.dev.stream.clone();
+        let ptr = |b: &CudaSlice<f32>| b.device_ptr(&st).0;
+        let (x, state, embed) = (
+            ptr(&self.x),
+            self.state.device_ptr(&st).0,
+            self.embed.device_ptr(&st).0,
+        );
+        let (h, vocab, eps, pdl) = (s.hidden as i32, s.vocab as i32, s.eps, self.pdl);
+        let rms_smem = 32 + s.hidden;
+        let launch =
+            |f: &CudaFunction, what: &str, grid: u32, block: u32, smem: usize, a: &[Arg]| {
+                // SAFETY: as in `launch_step`: parameters in `llama.cu`'s order, addresses of
+                // this decoder's own buffers sized for the model's geometry.
+                unsafe { launch_ex(&st, f, what, (grid, 1), block, smem, pdl, a) }
+            };
+        use Arg::{F, I, P};
         let nc = lm_blocks(s.vocab) as i32;
         launch(
             &self.k.rms_gemv,
@@ -842,12 +1196,19 @@ impl LlamaDecoder {
         }
         self.ensure_capacity(prompt.len() + tokens)?;
         let t0 = Instant::now();
-        self.set_state(&[prompt[0] as i32, 0])?;
-        for (i, &t) in prompt.iter().enumerate() {
-            if i > 0 {
-                self.set_state(&[t as i32])?;
+        if self.prefill.is_some() {
+            for (c, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+                self.prefill_chunk(chunk, c * PREFILL_CHUNK)?;
             }
-            self.step()?;
+            self.launch_head()?;
+        } else {
+            self.set_state(&[prompt[0] as i32, 0])?;
+            for (i, &t) in prompt.iter().enumerate() {
+                if i > 0 {
+                    self.set_state(&[t as i32])?;
+                }
+                self.step()?;
+            }
         }
         let mut ids = vec![self.read_token()?];
         let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -36,6 +36,7 @@ const COMMON: &str = include_str!("kernels/common.cuh");
 pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("llama", include_str!("kernels/llama.cu")),
     ("ops", include_str!("kernels/ops.cu")),
+    ("prefill", include_str!("kernels/prefill.cu")),
 ];
 
 /// Checks that the driver, NVRTC and cuBLAS libraries load and that a GPU is present, before any
