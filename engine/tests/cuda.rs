@@ -359,6 +359,42 @@ fn tiny_greedy_tokens_match_the_cpu_on_both_cuda_paths() {
     }
 }
 
+/// A prompt longer than one batched-prefill chunk (4096 rows) and than many 256-key attention
+/// splits: the chunked prefill, the split (flash-decoding) attention and its combine, and the
+/// cache growing past several 1024-position steps, against the CPU's greedy tokens. The tiny
+/// package says 2048 positions; this copy of it says 8192.
+#[test]
+fn tiny_long_prompt_matches_the_cpu() {
+    if skip() {
+        return;
+    }
+    let dir = tiny_dir();
+    let cfg = dir.path().join("genai_config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("\"context_length\": 2048"), "{text}");
+    std::fs::write(
+        &cfg,
+        text.replace("\"context_length\": 2048", "\"context_length\": 8192"),
+    )
+    .unwrap();
+    let package = Package::open(dir.path()).unwrap();
+    let prompt: Vec<u32> = (0..4500u32).map(|i| (i * 7919 + 13) % 500 + 5).collect();
+    let want = cpu_greedy(&package, &prompt, 24);
+    for graph in [false, true] {
+        let mut dec = LlamaDecoder::new(&package, graph).unwrap();
+        let got = dec.generate(&prompt, 24).unwrap().generated_ids;
+        assert_eq!(got, want, "fused decoder, graph={graph}, 4500-token prompt");
+        // A short prompt after the long one: the cache and split counters start clean.
+        let short = [5u32, 17, 42, 99, 3];
+        let want_short = cpu_greedy(&package, &short, 24);
+        assert_eq!(
+            dec.generate(&short, 24).unwrap().generated_ids,
+            want_short,
+            "graph={graph}, short prompt after the long one"
+        );
+    }
+}
+
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()

@@ -54,10 +54,14 @@ use crate::tensor::Tensor;
 /// Threads per block of every kernel but argmax (8 warps).
 const BLOCK: u32 = 256;
 const WARPS: u32 = BLOCK / 32;
-/// Largest KV capacity: the attention kernel keeps one f32 score per position in shared memory
-/// (32 KiB at 8192, plus the query and partial outputs), under the 48 KiB every GPU grants
-/// without opt-in.
-const MAX_SEQ: usize = 8192;
+/// Largest KV capacity when the package does not give its context length (`genai_config.json`'s
+/// `model.context_length`, 8192 for SmolLM2). The decode attention splits the context over
+/// blocks of [`BLOCK`] keys, so nothing in shared memory grows with it; positions stay far
+/// inside the kernels' `int` arithmetic.
+const DEFAULT_MAX_SEQ: usize = 1 << 17;
+/// Largest KV capacity of the experimental persistent step, which keeps one f32 score per
+/// position in shared memory (under the 48 KiB every GPU grants without opt-in).
+const PERSISTENT_MAX_SEQ: usize = 8192;
 /// Longest vector a kernel stages in shared memory (the GEMV inputs: hidden, heads * head_dim,
 /// ffn), in floats: 40 KiB, under the 48 KiB every GPU grants without opt-in.
 const MAX_STAGED: usize = 10240;
@@ -280,6 +284,13 @@ pub struct LlamaDecoder {
     cand_i: CudaSlice<i32>,
     /// `[token, position]`.
     state: CudaSlice<i32>,
+    /// The decode attention's per-(head, split) partial outputs, maxima and sums,
+    /// `heads * capacity / BLOCK * (head_dim + 2)` floats (allocated with the cache).
+    split_part: Option<CudaSlice<f32>>,
+    /// Per head, how many splits of the current step have finished (reset by the last).
+    split_count: CudaSlice<u32>,
+    /// Most positions the cache may hold: the package's context length.
+    max_seq: usize,
     persistent: Option<Persistent>,
     /// The batched prefill; `None` feeds the prompt through the decode step (head size without
     /// a compiled attention kernel, or `ENGINE_CUDA_PREFILL=step`).
@@ -553,6 +564,14 @@ impl LlamaDecoder {
             prefill,
             pdl: dev.arch().0 >= 9 && !std::env::var("ENGINE_CUDA_PDL").is_ok_and(|v| v == "0"),
             state: st.alloc_zeros::<i32>(2).map_err(cu_err("alloc"))?,
+            split_part: None,
+            split_count: st.alloc_zeros::<u32>(s.heads).map_err(cu_err("alloc"))?,
+            max_seq: package
+                .genai
+                .as_ref()
+                .and_then(|g| g.model.context_length)
+                .unwrap_or(DEFAULT_MAX_SEQ)
+                .min(DEFAULT_MAX_SEQ),
             shape,
             k,
             layers,
@@ -577,12 +596,19 @@ impl LlamaDecoder {
         &self.shape
     }
 
-    /// Makes room for `tokens` positions (capacity grows in steps of 1024, up to [`MAX_SEQ`]); a
-    /// new allocation invalidates the captured graph, which bakes in buffer addresses.
+    /// Makes room for `tokens` positions (capacity grows in steps of 1024, up to the model's
+    /// context length); a new allocation invalidates the captured graph, which bakes in buffer
+    /// addresses.
     fn ensure_capacity(&mut self, tokens: usize) -> Result<()> {
-        if tokens > MAX_SEQ {
+        if tokens > self.max_seq {
             return Err(Error::msg(format!(
-                "cuda decoder: {tokens} positions exceed the KV capacity limit of {MAX_SEQ}"
+                "cuda decoder: {tokens} positions exceed the model's context length of {}",
+                self.max_seq
+            )));
+        }
+        if self.persistent.is_some() && tokens > PERSISTENT_MAX_SEQ {
+            return Err(Error::msg(format!(
+                "cuda decoder: the persistent step (ENGINE_CUDA_PERSISTENT=1) holds at most {PERSISTENT_MAX_SEQ} positions, not {tokens}"
             )));
         }
         if tokens <= self.capacity {
@@ -608,6 +634,14 @@ impl LlamaDecoder {
             );
         }
         self.capacity = cap;
+        let splits = cap / BLOCK as usize;
+        self.split_part = None;
+        self.split_part = Some(
+            self.dev
+                .stream
+                .alloc_zeros::<f32>(s.heads * splits * (s.head_dim + 2))
+                .map_err(cu_err("alloc attention splits"))?,
+        );
         if let Some(p) = self.persistent.as_mut() {
             let st = &self.dev.stream;
             let mut tab: Vec<u64> = Vec::with_capacity(8 * self.layers.len());
@@ -657,9 +691,12 @@ impl LlamaDecoder {
             shared_mem_bytes: (smem_floats * 4) as u32,
         };
         let rms_smem = 32 + s.hidden;
-        // Reduction, partial outputs (8 floats per thread at most), the query, the scores.
-        let attn_smem = 32 + 8 * BLOCK as usize + s.head_dim + self.capacity;
+        // Reduction, partial outputs (8 floats per thread at most), the query, the scores of
+        // one split.
+        let attn_smem = 32 + 8 * BLOCK as usize + s.head_dim + BLOCK as usize;
         if let Some(p) = &self.persistent {
+            // The persistent step's attention keeps a score per cached position.
+            let attn_smem = 32 + 8 * BLOCK as usize + s.head_dim + self.capacity;
             let Some(tab) = p.tab.as_ref() else {
                 return Err(Error::msg("cuda decoder: layer table not built"));
             };
@@ -708,6 +745,13 @@ impl LlamaDecoder {
         let state = self.state.device_ptr(&st).0;
         let embed = self.embed.device_ptr(&st).0;
         let inv_freq = ptr(&self.inv_freq);
+        let splits = (self.capacity / BLOCK as usize) as u32;
+        let Some(split_part) = self.split_part.as_ref().map(ptr) else {
+            return Err(Error::msg(
+                "cuda decoder: attention split scratch not allocated",
+            ));
+        };
+        let split_count = self.split_count.device_ptr(&st).0;
         let pdl = self.pdl;
         let launch =
             |f: &CudaFunction, what: &str, grid: u32, block: u32, smem: usize, a: &[Arg]| {
@@ -759,7 +803,7 @@ impl LlamaDecoder {
             launch(
                 &self.k.attention,
                 "attention",
-                s.heads as u32,
+                s.heads as u32 * splits,
                 BLOCK,
                 attn_smem,
                 &[
@@ -773,6 +817,8 @@ impl LlamaDecoder {
                     I(cap),
                     F(scale),
                     P(attn),
+                    P(split_part),
+                    P(split_count),
                 ],
             )?;
             let od = nh * d;
