@@ -7,6 +7,7 @@ use anyhow::{Context as _, bail};
 
 use super::read_results_limited;
 use crate::history;
+use crate::report::chart;
 use crate::report::format::short_sha as short;
 use crate::report::md;
 use crate::stats::ChangePointConfig;
@@ -119,6 +120,10 @@ pub struct TrendArgs {
     history: PathBuf,
     #[arg(long, value_enum, default_value = "md")]
     format: Format,
+    /// Also draw every series as an SVG chart (its medians, levels and change points) into
+    /// this directory; the markdown page links each change point's chart by this path.
+    #[arg(long)]
+    charts: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -130,33 +135,49 @@ enum Format {
 pub fn trend(args: TrendArgs) -> anyhow::Result<u8> {
     let records = history::load(&args.history)?;
     let trends = history::trends(&records, &ChangePointConfig::default());
+    let mut charts = Vec::new();
+    if let Some(dir) = &args.charts {
+        for t in &trends {
+            let name = chart::file_name(&[&t.host, &t.id], "svg");
+            chart::write(dir, &name, &chart::trend_svg(t)?)?;
+            charts.push(format!("{}/{name}", dir.display()));
+        }
+        eprintln!("wrote {} charts to {}", charts.len(), dir.display());
+    }
     let text = match args.format {
         Format::Json => format!("{}\n", serde_json::to_string_pretty(&trends)?),
-        Format::Md => markdown(records.len(), &trends),
+        Format::Md => markdown(records.len(), &trends, &charts),
     };
     super::out(&text)?;
     Ok(0)
 }
 
-/// The trend page: one row per change point, every string from the history escaped.
-fn markdown(commits: usize, trends: &[history::Trend]) -> String {
+/// The trend page: one row per change point, every string from the history escaped; with
+/// `charts` (one path per trend, in order) a link to the series' chart.
+fn markdown(commits: usize, trends: &[history::Trend], charts: &[String]) -> String {
     let mut s = format!(
         "## Change points ({commits} commits, {} series; E-divisive with means, p ≤ 0.01)\n\n",
         trends.len()
     );
     let rows: Vec<_> = trends
         .iter()
-        .flat_map(|t| t.change_points.iter().map(move |c| (t, c)))
+        .enumerate()
+        .flat_map(|(i, t)| t.change_points.iter().map(move |c| (i, t, c)))
         .collect();
     if rows.is_empty() {
         s += "No change of level in any series.\n";
         return s;
     }
-    s += "| host | benchmark | between | change | p | commits in series |\n";
-    s += "|---|---|---|---:|---:|---:|\n";
-    for (t, c) in rows {
+    s += "| host | benchmark | between | change | p | commits in series | chart |\n";
+    s += "|---|---|---|---:|---:|---:|---|\n";
+    for (i, t, c) in rows {
+        // The path is ours (a directory the user named and a file_name), never the id's text.
+        let link = charts
+            .get(i)
+            .map(|p| format!("[chart]({})", p.replace(' ', "%20")))
+            .unwrap_or_default();
         s += &format!(
-            "| {} | {} | {}..{} | {:+.1} % | {:.3} | {} |\n",
+            "| {} | {} | {}..{} | {:+.1} % | {:.3} | {} | {link} |\n",
             md::cell_code(&t.host),
             md::cell_code(&t.id),
             short(&c.before_sha),

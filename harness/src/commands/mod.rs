@@ -173,7 +173,59 @@ fn write_outputs(dir: &Path, results: &Results) -> anyhow::Result<()> {
         "benchmark-action.json",
         serde_json::to_string_pretty(&crate::report::github_action_benchmark(results))?,
     )?;
+    let n = write_round_charts(&dir.join("charts"), results)?;
+    if n > 0 {
+        eprintln!(
+            "wrote {n} per-round pictures (base vs head) to {}",
+            dir.join("charts").display()
+        );
+    }
     Ok(())
+}
+
+/// One SVG per row measured on both sides: every round's value of base and head
+/// (`report::chart::rounds_svg`), named by `chart::file_name` of the row id. Returns how many.
+fn write_round_charts(dir: &Path, results: &Results) -> anyhow::Result<usize> {
+    use crate::report::chart;
+    let mut n = 0;
+    let verdict = |status: crate::stats::Status, change: Option<&crate::stats::Change>| match change
+    {
+        Some(c) => format!(
+            "{status:?}: {} {} %",
+            crate::report::format::change(c.estimate),
+            crate::report::format::interval(c.ci_low, c.ci_high)
+        ),
+        None => format!("{status:?}"),
+    };
+    for b in &results.benches {
+        let (Some(base), Some(head)) = (&b.base, &b.head) else {
+            continue;
+        };
+        let svg = chart::rounds_svg(
+            &b.id,
+            &base.per_round_ns,
+            &head.per_round_ns,
+            false,
+            &verdict(b.status, b.change.as_ref()),
+        )?;
+        chart::write(dir, &chart::file_name(&[&b.id], "svg"), &svg)?;
+        n += 1;
+    }
+    for r in results.e2e.iter().flat_map(|e| &e.speed) {
+        let (Some(base), Some(head), Some(status)) = (&r.base, &r.head, r.status) else {
+            continue;
+        };
+        let svg = chart::rounds_svg(
+            &r.id,
+            &base.per_round_ms,
+            &head.per_round_ms,
+            true,
+            &verdict(status, r.change.as_ref()),
+        )?;
+        chart::write(dir, &chart::file_name(&[&r.id], "svg"), &svg)?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// In a GitHub Actions job: the markdown report appended to the step summary, and an annotation

@@ -10,6 +10,7 @@
 //! Every rendering lists benchmarks worst-first ([`worst_first`]) and formats numbers through
 //! [`format`], so the terminal and the comment never disagree.
 
+pub mod chart;
 mod e2e;
 mod export;
 pub mod format;
