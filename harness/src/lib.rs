@@ -10,6 +10,7 @@
 //! [`post`] (GitHub) and [`hook`] (the pre-push hook) → [`commands`] (one file per subcommand).
 
 pub mod actions;
+pub mod alert;
 pub mod build;
 pub mod cache;
 pub mod commands;

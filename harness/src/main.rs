@@ -53,6 +53,8 @@ enum Cmd {
     /// Change points per benchmark in a history (E-divisive with means; harness/STATS.md
     /// section 15): the commits where a series' level moved, with size and p-value.
     Trend(history::TrendArgs),
+    /// Open or update one GitHub issue per change point of a history (token from GITHUB_TOKEN).
+    Alert(history::AlertArgs),
     /// The git pre-push hook: runs the quick suite on every pushed branch and blocks the push on
     /// a regression (skip once with `git push --no-verify`).
     Hook(hook::Args),
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Cmd::Hook(a) => hook::run(a),
         Cmd::History(a) => history::run(a),
         Cmd::Trend(a) => history::trend(a),
+        Cmd::Alert(a) => history::alert(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -576,7 +576,7 @@ impl Poster {
     /// The login the sticky comment must have: the configured one, else the token's (`GET
     /// /user`), else, when GitHub says an integration token may not read `/user` (Actions'
     /// `GITHUB_TOKEN`), [`ACTIONS_LOGIN`].
-    async fn author(&self) -> Result<String, PostError> {
+    pub(crate) async fn author(&self) -> Result<String, PostError> {
         if let Some(a) = &self.author {
             return Ok(a.clone());
         }
@@ -698,8 +698,9 @@ impl Poster {
         })
     }
 
-    /// One request with retries; returns the body and the `link` header.
-    async fn request(
+    /// One request with retries; returns the body and the `link` header. A POST is retried only
+    /// by callers that can tell whether a failed one was applied (see [`Poster::upsert`]).
+    pub(crate) async fn request(
         &self,
         method: Method,
         uri: &str,
@@ -716,6 +717,19 @@ impl Poster {
                 Err(f) => return Err(self.exhausted(f, attempt + 1)),
             }
         }
+    }
+
+    /// One POST, never re-sent: a create that failed may have been applied, so the caller lists
+    /// again before trying anew (as [`Poster::upsert`] does).
+    pub(crate) async fn post_once(
+        &self,
+        uri: &str,
+        body: &serde_json::Value,
+    ) -> Result<String, PostError> {
+        self.attempt(Method::Post, uri, Some(body))
+            .await
+            .map(|(text, _)| text)
+            .map_err(|f| self.exhausted(f, 1))
     }
 
     /// A transient failure's error, saying how many attempts were made.
@@ -861,7 +875,7 @@ impl Poster {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Method {
+pub(crate) enum Method {
     Get,
     Post,
     Patch,
@@ -879,7 +893,7 @@ impl Method {
 
 /// The `rel="next"` target of an RFC 8288 `link` header:
 /// `<https://api.github.com/…?page=2>; rel="next", <…>; rel="last"`.
-fn next_link(header: &str) -> Option<String> {
+pub(crate) fn next_link(header: &str) -> Option<String> {
     header.split(',').find_map(|part| {
         let (target, params) = part.split_once(';')?;
         let is_next = params.split(';').any(|p| {

@@ -152,6 +152,74 @@ pub fn trend(args: TrendArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Open (or update) one GitHub issue per change point of the history (`crate::alert`).
+#[derive(clap::Args, Debug)]
+pub struct AlertArgs {
+    /// The history directory (`harness history add`).
+    #[arg(long)]
+    history: PathBuf,
+    /// OWNER/NAME (default: GITHUB_REPOSITORY).
+    #[arg(long, value_name = "OWNER/NAME")]
+    repo: Option<String>,
+    /// Where the trend charts are published (`harness trend --charts`): each issue links
+    /// URL/<chart file>. An https:// URL the workflow builds from its own repository.
+    #[arg(long, value_name = "URL")]
+    chart_url: Option<String>,
+    /// Only issues by this login are the alerts' (default: the token's own login; with
+    /// Actions' GITHUB_TOKEN, github-actions[bot]). Marked issues by others are left alone.
+    #[arg(long, value_name = "LOGIN")]
+    issue_author: Option<String>,
+    /// Print each alert's title and key, and open nothing (no token or network needed).
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn alert(args: AlertArgs) -> anyhow::Result<u8> {
+    let chart_url = args
+        .chart_url
+        .as_deref()
+        .map(crate::alert::check_chart_url)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let records = history::load(&args.history)?;
+    let trends = history::trends(&records, &ChangePointConfig::default());
+    let alerts = crate::alert::alerts(&trends, chart_url.as_deref());
+    if args.dry_run {
+        let mut text = String::new();
+        for a in &alerts {
+            text += &format!("{}  {}\n", a.key, a.title);
+        }
+        super::out(&text)?;
+        return Ok(0);
+    }
+    let mut target = crate::post::PostTarget::from_env(args.repo.as_deref(), Some(0))?;
+    target.pr = 0;
+    let token = crate::post::Token::from_env()?;
+    let o = crate::alert::sync_blocking(&target, &token, args.issue_author.as_deref(), &alerts)?;
+    let list = |v: &[(String, u64)]| {
+        v.iter()
+            .map(|(_, n)| format!("#{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "{}/{}: {} change points; opened {} [{}], updated {} [{}], closed and left alone {}, deferred to the next run {}",
+        target.owner,
+        target.repo,
+        alerts.len(),
+        o.opened.len(),
+        list(&o.opened),
+        o.updated.len(),
+        list(&o.updated),
+        o.closed.len(),
+        o.deferred.len()
+    );
+    for (n, login) in &o.foreign {
+        println!("issue #{n} carries an alert marker but was written by {login}: left alone");
+    }
+    Ok(0)
+}
+
 /// The trend page: one row per change point, every string from the history escaped; with
 /// `charts` (one path per trend, in order) a link to the series' chart.
 fn markdown(commits: usize, trends: &[history::Trend], charts: &[String]) -> String {
