@@ -346,11 +346,86 @@ impl fmt::Display for Posted {
 /// note [`Poster::upsert`] may add) with a pointer to the full report (`artifact_hint`, see
 /// [`artifact_hint`]).
 pub fn comment_body(results: &Results, artifact_hint: &str) -> String {
-    report::markdown_truncated(
+    comment_body_with_trends(results, artifact_hint, None)
+}
+
+/// [`comment_body`] followed by [`trend_links`] when the history's URL is known (the comment
+/// job sets `HARNESS_HISTORY_URL` from its own repository; see [`history_url`]).
+pub fn comment_body_with_trends(
+    results: &Results,
+    artifact_hint: &str,
+    history_url: Option<&str>,
+) -> String {
+    let links = history_url
+        .map(|u| trend_links(results, u))
+        .unwrap_or_default();
+    let mut body = report::markdown_truncated(
         results,
-        report::GITHUB_COMMENT_LIMIT - NOTE_RESERVE,
+        report::GITHUB_COMMENT_LIMIT - NOTE_RESERVE - links.len(),
         artifact_hint,
-    )
+    );
+    body.push_str(&links);
+    body
+}
+
+/// Most flagged rows linked to their trend.
+const MAX_TREND_LINKS: usize = 12;
+
+/// `HARNESS_HISTORY_URL` when set and plain (`alert::check_chart_url`'s rule): where the
+/// `bench-history` branch is browsed, e.g. `https://github.com/OWNER/NAME/blob/bench-history`.
+/// A malformed value is ignored with a warning: the report still posts.
+pub fn history_url(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let v = env("HARNESS_HISTORY_URL").filter(|v| !v.trim().is_empty())?;
+    match crate::alert::check_chart_url(v.trim()) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            eprintln!("warning: HARNESS_HISTORY_URL ignored: {e}");
+            None
+        }
+    }
+}
+
+/// Links from each flagged row (🔴, ⚠️, ❔, 🟢) to its series on main: the chart that `harness
+/// trend --charts` draws for this host and benchmark on the history branch, and the trend page.
+/// The link targets are the history URL and a `chart::file_name` (never an id's text); the ids
+/// are shown as escaped code. A host the history has not measured has no chart: the page says
+/// which host the charts are for.
+pub fn trend_links(results: &Results, history_url: &str) -> String {
+    use crate::report::{chart, md};
+    use crate::stats::Status;
+    let flagged: Vec<&str> = report::worst_first(results)
+        .into_iter()
+        .filter(|b| {
+            matches!(
+                b.status,
+                Status::Regression
+                    | Status::PossibleRegression
+                    | Status::TooNoisy
+                    | Status::Improvement
+            )
+        })
+        .map(|b| b.id.as_str())
+        .collect();
+    if flagged.is_empty() {
+        return String::new();
+    }
+    let host = &results.host.fingerprint;
+    let mut s = format!(
+        "\n**Trends on main** ([change points]({history_url}/trend.md); charts for host {}):",
+        md::code(&md::cap(host, 40))
+    );
+    for id in flagged.iter().take(MAX_TREND_LINKS) {
+        s += &format!(
+            " [{}]({history_url}/charts/{})",
+            md::code(&md::cap(id, 80)),
+            chart::file_name(&[host, id], "svg")
+        );
+    }
+    if flagged.len() > MAX_TREND_LINKS {
+        s += &format!(" and {} more", flagged.len() - MAX_TREND_LINKS);
+    }
+    s.push('\n');
+    s
 }
 
 /// The note appended to the body when comments by others carry the marker.
@@ -467,8 +542,16 @@ pub fn post_from_env(
 ) -> Result<(PostTarget, Upserted), PostError> {
     let target = PostTarget::from_env(repo, pr)?;
     let token = Token::from_env()?;
-    let hint = artifact_hint(&|k| std::env::var(k).ok());
-    let posted = post(results, &target, &token, author, &hint)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let hint = artifact_hint(&env);
+    let posted = post(
+        results,
+        &target,
+        &token,
+        author,
+        &hint,
+        history_url(&env).as_deref(),
+    )?;
     Ok((target, posted))
 }
 
@@ -479,8 +562,9 @@ pub fn post(
     token: &Token,
     author: Option<&str>,
     artifact_hint: &str,
+    history_url: Option<&str>,
 ) -> Result<Upserted, PostError> {
-    let body = comment_body(results, artifact_hint);
+    let body = comment_body_with_trends(results, artifact_hint, history_url);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1115,6 +1199,42 @@ mod tests {
         );
         assert_eq!(github_message(""), "no message");
         assert!(github_message(&"x".repeat(1000)).chars().count() <= MAX_MESSAGE + 1);
+    }
+
+    #[test]
+    fn trend_links_point_only_at_the_history() {
+        use crate::stats::Status;
+        let mut r = crate::report::fixtures::results_with(&[
+            ("x/<img src=x>](javascript:alert(1))", Status::Regression),
+            ("add/f32/large", Status::NoChange),
+            ("gather/f16/large", Status::TooNoisy),
+        ]);
+        r.host.fingerprint = "c04e336f61921f56".into();
+        let url = "https://github.com/acme/engine/blob/bench-history";
+        let s = trend_links(&r, url);
+        assert!(
+            !s.contains("add/f32/large"),
+            "unflagged rows are not linked: {s}"
+        );
+        use pulldown_cmark::{Event, Parser, Tag};
+        let mut links = 0;
+        for ev in Parser::new(&s) {
+            match ev {
+                Event::Html(h) | Event::InlineHtml(h) => panic!("HTML {h} in {s}"),
+                Event::Start(Tag::Link { dest_url, .. }) => {
+                    assert!(dest_url.starts_with(url), "{dest_url}");
+                    links += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(links, 3, "the trend page and two rows: {s}");
+        assert!(history_url(&env(&[("HARNESS_HISTORY_URL", "https://x/a)(b")])).is_none());
+        assert_eq!(
+            history_url(&env(&[("HARNESS_HISTORY_URL", "https://x/y/")])).as_deref(),
+            Some("https://x/y")
+        );
+        assert!(comment_body_with_trends(&r, "a", Some(url)).ends_with(&s));
     }
 
     #[test]

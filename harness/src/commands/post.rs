@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::read_results_limited;
-use crate::post::{MAX_INPUT_BYTES, artifact_hint, comment_body, vetted};
+use crate::post::{MAX_INPUT_BYTES, artifact_hint, comment_body_with_trends, history_url, vetted};
 
 /// Post a saved results.json as the PR's sticky comment (update the report's comment, else
 /// create it). Token from GITHUB_TOKEN, API from GITHUB_API_URL. Exit 0 posted, 2 not.
@@ -37,7 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("{} cannot be posted", args.input.display()))?;
     if args.dry_run {
-        let body = comment_body(&results, &artifact_hint(&|k| std::env::var(k).ok()));
+        let env = |k: &str| std::env::var(k).ok();
+        let body =
+            comment_body_with_trends(&results, &artifact_hint(&env), history_url(&env).as_deref());
         super::out(&body)?;
         return Ok(0);
     }

@@ -330,6 +330,16 @@ pub fn clean_pass(n: usize) -> Results {
     )
 }
 
+/// One benchmark per `(id, status)`, measured on both sides (links and escaping tests).
+pub fn results_with(rows: &[(&str, Status)]) -> Results {
+    let mut r = clean_pass(rows.len());
+    for (b, (id, status)) in r.benches.iter_mut().zip(rows) {
+        b.id = (*id).into();
+        b.status = *status;
+    }
+    r
+}
+
 /// The base did not build: nothing was measured, the gate could not run.
 pub fn base_build_failure() -> Results {
     let failures = vec![Failure {

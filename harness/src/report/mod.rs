@@ -19,7 +19,7 @@ pub mod md;
 mod term;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use std::ffi::OsStr;
 
