@@ -58,20 +58,9 @@ pub fn key(host: &str, id: &str, sha: &str) -> String {
         .collect()
 }
 
-/// Checks `--chart-url`: an `https://` URL of plain characters (it goes into links as is).
+/// Checks `--chart-url` (see [`crate::post::plain_https_url`]).
 pub fn check_chart_url(url: &str) -> Result<String, String> {
-    let ok = url.starts_with("https://")
-        && url.len() <= 300
-        && url
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-._~/:%".contains(c));
-    if ok {
-        Ok(url.trim_end_matches('/').to_string())
-    } else {
-        Err(format!(
-            "--chart-url {url:?} must be an https:// URL of letters, digits and - . _ ~ / : %"
-        ))
-    }
+    crate::post::plain_https_url(url).map_err(|e| format!("--chart-url {e}"))
 }
 
 fn alert(t: &Trend, c: &TrendPoint, chart_url: Option<&str>) -> Alert {

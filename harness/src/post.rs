@@ -371,15 +371,33 @@ pub fn comment_body_with_trends(
 /// Most flagged rows linked to their trend.
 const MAX_TREND_LINKS: usize = 12;
 
-/// `HARNESS_HISTORY_URL` when set and plain (`alert::check_chart_url`'s rule): where the
+/// A URL that goes into markdown links as is: `https://` and letters, digits and `- . _ ~ / :
+/// %` only (no spaces, brackets or parentheses that could end the link), at most 300 chars;
+/// returned without a trailing slash.
+pub fn plain_https_url(url: &str) -> Result<String, String> {
+    let ok = url.starts_with("https://")
+        && url.len() <= 300
+        && url
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~/:%".contains(c));
+    if ok {
+        Ok(url.trim_end_matches('/').to_string())
+    } else {
+        Err(format!(
+            "{url:?} must be an https:// URL of letters, digits and - . _ ~ / : %"
+        ))
+    }
+}
+
+/// `HARNESS_HISTORY_URL` when set and plain ([`plain_https_url`]): where the
 /// `bench-history` branch is browsed, e.g. `https://github.com/OWNER/NAME/blob/bench-history`.
 /// A malformed value is ignored with a warning: the report still posts.
 pub fn history_url(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let v = env("HARNESS_HISTORY_URL").filter(|v| !v.trim().is_empty())?;
-    match crate::alert::check_chart_url(v.trim()) {
+    match plain_https_url(v.trim()) {
         Ok(u) => Some(u),
         Err(e) => {
-            eprintln!("warning: HARNESS_HISTORY_URL ignored: {e}");
+            eprintln!("warning: HARNESS_HISTORY_URL {e}: ignored");
             None
         }
     }

@@ -139,7 +139,18 @@ pub fn trend(args: TrendArgs) -> anyhow::Result<u8> {
     if let Some(dir) = &args.charts {
         for t in &trends {
             let name = chart::file_name(&[&t.host, &t.id], "svg");
-            chart::write(dir, &name, &chart::trend_svg(t)?)?;
+            let series = chart::Series {
+                host: &t.host,
+                id: &t.id,
+                shas: &t.shas,
+                median_ns: &t.median_ns,
+                changes: t
+                    .change_points
+                    .iter()
+                    .map(|c| (c.point.index, c.point.ratio))
+                    .collect(),
+            };
+            chart::write(dir, &name, &chart::trend_svg(&series)?)?;
             charts.push(format!("{}/{name}", dir.display()));
         }
         eprintln!("wrote {} charts to {}", charts.len(), dir.display());

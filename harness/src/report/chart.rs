@@ -10,8 +10,20 @@ use anyhow::{Context as _, anyhow};
 use plotters::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::history::Trend;
 use crate::report::format::short_sha;
+
+/// A series to draw (built from a `history::Trend` by the caller: `report` stays below
+/// `history` in the module order).
+#[derive(Clone, Debug)]
+pub struct Series<'a> {
+    pub host: &'a str,
+    pub id: &'a str,
+    /// Commits in order, and the median ns/iteration at each.
+    pub shas: &'a [String],
+    pub median_ns: &'a [f64],
+    /// Change points: index of the first commit at the new level, `after / before`.
+    pub changes: Vec<(usize, f64)>,
+}
 
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 400;
@@ -109,7 +121,7 @@ fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
 /// segment between change points (its median, a flat line) and each change point (a dashed
 /// vertical line between the last commit at the old level and the first at the new, labelled
 /// with the change in percent). The x axis is the commit order, labelled with short shas.
-pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
+pub fn trend_svg(t: &Series) -> anyhow::Result<String> {
     let n = t.median_ns.len();
     let (div, unit) = unit_of(t.median_ns.iter().copied().fold(0.0, f64::max));
     let ys: Vec<f64> = t.median_ns.iter().map(|v| v / div).collect();
@@ -118,7 +130,7 @@ pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let title = format!("{} on {}", label(&t.id, 90), label(&t.host, 24));
+        let title = format!("{} on {}", label(t.id, 90), label(t.host, 24));
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
@@ -126,7 +138,7 @@ pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
             .y_label_area_size(70)
             .build_cartesian_2d(-0.5f64..(n.max(1) as f64 - 0.5), lo..hi)
             .map_err(draw_err)?;
-        let shas = t.shas.clone();
+        let shas = t.shas.to_vec();
         let step = n.div_ceil(12).max(1);
         chart
             .configure_mesh()
@@ -174,7 +186,7 @@ pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
             .map_err(draw_err)?;
         // Levels: the segments between change points at their medians.
         let mut bounds: Vec<usize> = vec![0];
-        bounds.extend(t.change_points.iter().map(|c| c.point.index));
+        bounds.extend(t.changes.iter().map(|c| c.0));
         bounds.push(n);
         for (k, w) in bounds.windows(2).enumerate() {
             let (a, b) = (w[0], w[1]);
@@ -195,8 +207,8 @@ pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], LEVEL));
             }
         }
-        for (k, c) in t.change_points.iter().enumerate() {
-            let x = c.point.index as f64 - 0.5;
+        for (k, &(index, ratio)) in t.changes.iter().enumerate() {
+            let x = index as f64 - 0.5;
             let dashes = (0..24).map(|j| {
                 let y0 = lo + (hi - lo) * (j as f64 / 24.0);
                 let y1 = lo + (hi - lo) * ((j as f64 + 0.5) / 24.0);
@@ -209,8 +221,8 @@ pub fn trend_svg(t: &Trend) -> anyhow::Result<String> {
             }
             let text = format!(
                 "{:+.1} % at {}",
-                (c.point.ratio - 1.0) * 100.0,
-                short_sha(&c.sha)
+                (ratio - 1.0) * 100.0,
+                t.shas.get(index).map_or("?", |s| short_sha(s))
             );
             chart
                 .draw_series(std::iter::once(Text::new(
@@ -322,25 +334,18 @@ pub fn write(dir: &std::path::Path, name: &str, svg: &str) -> anyhow::Result<std
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::TrendPoint;
     use crate::stats::{ChangePointConfig, e_divisive};
 
-    fn trend(values: &[f64]) -> Trend {
-        let shas: Vec<String> = (0..values.len()).map(|i| format!("{i:040x}")).collect();
-        let change_points = e_divisive(values, &ChangePointConfig::default())
-            .into_iter()
-            .map(|c| TrendPoint {
-                sha: shas[c.index].clone(),
-                before_sha: shas[c.index - 1].clone(),
-                point: c,
-            })
-            .collect();
-        Trend {
-            host: "host-1".into(),
-            id: "matmul/f32_t1/<script>&x".into(),
+    fn series<'a>(shas: &'a [String], values: &'a [f64]) -> Series<'a> {
+        Series {
+            host: "host-1",
+            id: "matmul/f32_t1/<script>&x",
             shas,
-            median_ns: values.to_vec(),
-            change_points,
+            median_ns: values,
+            changes: e_divisive(values, &ChangePointConfig::default())
+                .into_iter()
+                .map(|c| (c.index, c.ratio))
+                .collect(),
         }
     }
 
@@ -352,8 +357,9 @@ mod tests {
                 (if i < 18 { 1000.0 } else { 1030.0 }) * (1.0 + 0.004 * noise)
             })
             .collect();
-        let t = trend(&v);
-        assert_eq!(t.change_points.len(), 1, "{:?}", t.change_points);
+        let shas: Vec<String> = (0..v.len()).map(|i| format!("{i:040x}")).collect();
+        let t = series(&shas, &v);
+        assert_eq!(t.changes.len(), 1, "{:?}", t.changes);
         let svg = trend_svg(&t).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         assert!(
