@@ -46,7 +46,8 @@ pub struct Point {
     pub median_ns: f64,
 }
 
-/// The record of `side` of a saved run. Rows without a measurement on that side are left out.
+/// The record of `side` of a saved run: every benchmark, and every end-to-end speed row as
+/// `e2e/<row id>` (its per-round ms as ns). Rows without a measurement on that side are left out.
 pub fn record_of(results: &Results, side: Side) -> anyhow::Result<Record> {
     let rev = match side {
         Side::Base => &results.base,
@@ -71,6 +72,30 @@ pub fn record_of(results: &Results, side: Side) -> anyhow::Result<Record> {
             })
         })
         .collect::<Vec<_>>();
+    let mut benches = benches;
+    // End-to-end speed rows (decode step and prefill, CPU and CUDA: the nightly GPU A/B's
+    // rows) as series of their own, `e2e/<row id>`, in ns like the benchmarks.
+    for r in results.e2e.iter().flat_map(|e| &e.speed) {
+        let Some(s) = (match side {
+            Side::Base => r.base.as_ref(),
+            Side::Head => r.head.as_ref(),
+        }) else {
+            continue;
+        };
+        let ns: Vec<f64> = s.per_round_ms.iter().map(|v| v * 1e6).collect();
+        let median = s.median_ms_per_step * 1e6;
+        if !ns.is_empty()
+            && ns.iter().all(|v| v.is_finite() && *v > 0.0)
+            && median.is_finite()
+            && median > 0.0
+        {
+            benches.push(Point {
+                id: format!("e2e/{}", r.id),
+                per_round_ns: ns,
+                median_ns: median,
+            });
+        }
+    }
     if benches.is_empty() {
         bail!(
             "the results have no measured benchmark on the {} side",
@@ -302,6 +327,31 @@ mod tests {
         assert_eq!(a.change_points[0].before_sha, record(17, "hostA", 1.0).sha);
         let b = t.iter().find(|t| t.host == "hostB").unwrap();
         assert!(b.change_points.is_empty(), "{:?}", b.change_points);
+    }
+
+    #[test]
+    fn end_to_end_speed_rows_become_series_of_their_own() {
+        let r = crate::report::fixtures::with_e2e();
+        let rows: Vec<_> = r
+            .e2e
+            .as_ref()
+            .unwrap()
+            .speed
+            .iter()
+            .filter(|s| s.head.as_ref().is_some_and(|h| !h.per_round_ms.is_empty()))
+            .collect();
+        assert!(!rows.is_empty());
+        let rec = record_of(&r, Side::Head).unwrap();
+        for row in rows {
+            let p = rec
+                .benches
+                .iter()
+                .find(|p| p.id == format!("e2e/{}", row.id))
+                .unwrap_or_else(|| panic!("no series for {}", row.id));
+            let h = row.head.as_ref().unwrap();
+            assert_eq!(p.median_ns, h.median_ms_per_step * 1e6);
+            assert_eq!(p.per_round_ns.len(), h.per_round_ms.len());
+        }
     }
 
     #[test]
