@@ -260,12 +260,19 @@ mod tests {
     /// change points as steps, each within one commit of its step (`found`), and of those steps
     /// how many at their very commit (`exact`).
     fn detection(seed: u64, n: usize, sd: f64, steps: &[(usize, f64)]) -> (usize, usize) {
+        detection_with(seed, n, sd, steps, &ChangePointConfig::default())
+    }
+
+    fn detection_with(
+        seed: u64,
+        n: usize,
+        sd: f64,
+        steps: &[(usize, f64)],
+        cfg: &ChangePointConfig,
+    ) -> (usize, usize) {
         let (mut found, mut exact) = (0, 0);
         for k in 0..20 {
-            let cps = e_divisive(
-                &series(seed + k, n, sd, steps),
-                &ChangePointConfig::default(),
-            );
+            let cps = e_divisive(&series(seed + k, n, sd, steps), cfg);
             let near = cps.len() == steps.len()
                 && cps.iter().zip(steps).all(|(c, (at, step))| {
                     c.index.abs_diff(*at) <= 1 && (c.ratio - 1.0 - step).abs() < step / 3.0
@@ -293,9 +300,12 @@ mod tests {
         assert!(found >= 18, "{found} of 20");
     }
 
-    /// A creep: three 1 % steps, 15 commits apart, in 0.3 % noise. Measured: all three within
-    /// one commit in 15 of 20 series (the others miss or misplace one step); the aim is 20 of
-    /// 20, so this holds the method where it stands (at least 14) until it is improved.
+    /// A creep: three 1 % steps, 15 commits apart, in 0.3 % noise. All three steps are found in
+    /// nearly every series; what fails is placing each within one commit, which this noise does
+    /// not always allow: on 200 fresh series (`creep_against_an_oracle`) E-divisive places all
+    /// three within one commit in 176 (88 %, Clopper–Pearson 82.7-92.2 %), a least-squares
+    /// oracle told there are exactly three steps in 187 (93.5 %). These seeds: 15 of 20; held
+    /// at 14.
     #[test]
     fn a_creep_of_three_one_percent_steps_is_three_change_points() {
         let (found, exact) = detection(600, 60, 0.003, &[(15, 0.01), (30, 0.01), (45, 0.01)]);
@@ -303,6 +313,78 @@ mod tests {
             "1 % creep: all three found in {found} of 20 series, {exact} of their steps at their very commit"
         );
         assert!(found >= 14, "{found} of 20");
+    }
+
+    /// The best placement of exactly `k` change points in `z` by least squares (dynamic
+    /// programming over all placements, segments of at least `min`): an oracle that knows how
+    /// many steps there are, for how well *any* method can place them in this noise.
+    fn oracle_steps(z: &[f64], k: usize, min: usize) -> Vec<usize> {
+        let n = z.len();
+        let sse = |a: usize, b: usize| {
+            let m = z[a..b].iter().sum::<f64>() / (b - a) as f64;
+            z[a..b].iter().map(|x| (x - m).powi(2)).sum::<f64>()
+        };
+        // best[j][e]: cost of z[0..e] in j + 1 segments, with the last split in arg[j][e].
+        let mut best = vec![vec![f64::INFINITY; n + 1]; k + 1];
+        let mut arg = vec![vec![0usize; n + 1]; k + 1];
+        for e in min..=n {
+            best[0][e] = sse(0, e);
+        }
+        for j in 1..=k {
+            for e in (j + 1) * min..=n {
+                for t in j * min..=e - min {
+                    let c = best[j - 1][t] + sse(t, e);
+                    if c < best[j][e] {
+                        best[j][e] = c;
+                        arg[j][e] = t;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut e = n;
+        for j in (1..=k).rev() {
+            e = arg[j][e];
+            out.push(e);
+        }
+        out.reverse();
+        out
+    }
+
+    /// How well the creep's steps can be placed at all in this noise: E-divisive against a
+    /// least-squares oracle that is told there are exactly three steps, on fresh seeds (the
+    /// creep test's seeds 600-619 were looked at while trying a location fit after detection,
+    /// which gained nothing here and was dropped). `cargo test --release -p harness --lib
+    /// creep_against_an_oracle -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement: prints E-divisive against the oracle on 200 creep series"]
+    fn creep_against_an_oracle() {
+        let creep = [(15, 0.01), (30, 0.01), (45, 0.01)];
+        for bases in [[700u64, 720, 740, 760, 780], [900, 920, 940, 960, 980]] {
+            let (mut found, mut oracle, mut wrong_count) = (0, 0, 0);
+            for base in bases {
+                found += detection(base, 60, 0.003, &creep).0;
+                for k in 0..20 {
+                    let s = series(base + k, 60, 0.003, &creep);
+                    let z: Vec<f64> = s.iter().map(|v| v.ln()).collect();
+                    let at = oracle_steps(&z, 3, 3);
+                    if at
+                        .iter()
+                        .zip(&creep)
+                        .all(|(a, (st, _))| a.abs_diff(*st) <= 1)
+                    {
+                        oracle += 1;
+                    }
+                    if e_divisive(&s, &ChangePointConfig::default()).len() != 3 {
+                        wrong_count += 1;
+                    }
+                }
+            }
+            eprintln!(
+                "seeds {}..: E-divisive all three within one commit in {found} of 100 ({wrong_count} with another number of change points); the oracle in {oracle} of 100",
+                bases[0]
+            );
+        }
     }
 
     /// Flat noisy series: the share with any change point is the test's false alarm rate, about
