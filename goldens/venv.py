@@ -34,8 +34,12 @@ def ensure_venv() -> Path:
 
 
 def reexec_in_venv() -> None:
-    """Re-runs the calling script inside the venv unless already there."""
+    """Re-runs the calling script inside the venv unless already there, or unless
+    `GOLDENS_SYSTEM_PYTHON=1` says the running interpreter already has the packages (a GPU
+    machine without network, where pip cannot build the venv)."""
     if Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    if os.environ.get("GOLDENS_SYSTEM_PYTHON") == "1":
         return
     py = ensure_venv()
     os.execv(str(py), [str(py), *sys.argv])

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{CpuDecoder, Decoder, LlamaDecoder};
+use crate::decode::{CpuDecoder, Decoder};
 pub use crate::decode::{CudaGraphStats, DeviceKvStats};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -193,7 +193,7 @@ impl Profiler {
         let layers = package.io.layers.len();
         let mut runner: Box<dyn Decoder> = match opts.ep {
             Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
-            Ep::Cuda => Box::new(LlamaDecoder::new(&package, opts.cuda_graph)?),
+            Ep::Cuda => crate::decode::cuda_decoder(&package, opts.cuda_graph)?,
         };
         for _ in 0..opts.warmups {
             runner.decode(&prompt_ids, opts.tokens)?;

@@ -1,11 +1,15 @@
 //! Greedy decoders that `engine profile` times: the [`Decoder`] trait, what one decode gives
 //! back ([`DecodeRun`]) and the device counters of the `engine-profile/1` report
 //! ([`CudaGraphStats`], [`DeviceKvStats`]). Two implementations: [`cpu`] (exactly what `engine
-//! generate` runs: `Session::generate` on the CPU backend) and [`cuda_llama`] (the fused llama
+//! generate` runs: `Session::generate` on the CPU backend), [`cuda_llama`] (the fused llama
 //! decode path, feature `cuda`; without it a stub of the same name whose constructor fails with
-//! "engine was built without the `cuda` feature").
+//! "engine was built without the `cuda` feature") and `cuda_generic` (feature `cuda`: the
+//! generic executor on the GPU, for packages the fused path does not recognise; chosen by
+//! [`cuda_decoder`]).
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda_generic;
 #[cfg(feature = "cuda")]
 pub mod cuda_llama;
 /// Without the `cuda` feature, a stub of the same name whose constructor fails with one clear
@@ -20,6 +24,27 @@ use crate::error::Result;
 
 pub use cpu::CpuDecoder;
 pub use cuda_llama::LlamaDecoder;
+
+/// The decoder `--ep cuda` runs: the fused llama path when it recognises the package, else the
+/// generic executor on the GPU (`cuda_generic`), saying why on stderr.
+#[cfg(feature = "cuda")]
+pub fn cuda_decoder(package: &crate::package::Package, graph: bool) -> Result<Box<dyn Decoder>> {
+    match cuda_llama::recognise(package) {
+        Ok(_) => Ok(Box::new(LlamaDecoder::new(package, graph)?)),
+        Err(why) => {
+            eprintln!(
+                "{why}\n  -> running the generic executor on the GPU instead (no CUDA graph)"
+            );
+            Ok(Box::new(cuda_generic::CudaGenericDecoder::new(package)?))
+        }
+    }
+}
+
+/// Without the `cuda` feature: the one clear error.
+#[cfg(not(feature = "cuda"))]
+pub fn cuda_decoder(package: &crate::package::Package, graph: bool) -> Result<Box<dyn Decoder>> {
+    Ok(Box::new(LlamaDecoder::new(package, graph)?))
+}
 
 /// One greedy decode of exactly `tokens` new tokens (EOS ignored), on some device.
 pub trait Decoder {
