@@ -5,7 +5,7 @@ use super::{DecodeRun, Decoder};
 use crate::backend::cpu::CpuBackend;
 use crate::error::Result;
 use crate::package::Package;
-use crate::session::{GenerateOptions, Session};
+use crate::session::Session;
 
 /// The CPU path: exactly what `engine generate` runs (paged KV cache, greedy).
 pub struct CpuDecoder {
@@ -23,12 +23,7 @@ impl CpuDecoder {
 
 impl Decoder for CpuDecoder {
     fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
-        let opts = GenerateOptions {
-            max_new_tokens: tokens,
-            eos_token_ids: Vec::new(),
-            use_kv_cache: true,
-            sampling: Default::default(),
-        };
+        let opts = super::greedy(tokens);
         let session = &self.session;
         let g = session
             .backend()

@@ -9,7 +9,7 @@ use super::{CudaGraphStats, DecodeRun, Decoder};
 use crate::backend::cuda::CudaBackend;
 use crate::error::Result;
 use crate::package::Package;
-use crate::session::{GenerateOptions, Session};
+use crate::session::Session;
 
 /// Why this path has no CUDA graph (in the profile's `cuda_graph.fallback_reasons`).
 pub const NO_GRAPH: &str = "generic executor on CudaBackend: ops run one by one with host-side \
@@ -29,12 +29,7 @@ impl CudaGenericDecoder {
 
 impl Decoder for CudaGenericDecoder {
     fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun> {
-        let opts = GenerateOptions {
-            max_new_tokens: tokens,
-            eos_token_ids: Vec::new(),
-            use_kv_cache: true,
-            sampling: Default::default(),
-        };
+        let opts = super::greedy(tokens);
         let g = self.session.generate(prompt, &opts, false)?;
         Ok(DecodeRun {
             generated_ids: g.generated_ids,

@@ -46,6 +46,17 @@ pub fn cuda_decoder(package: &crate::package::Package, graph: bool) -> Result<Bo
     Ok(Box::new(LlamaDecoder::new(package, graph)?))
 }
 
+/// The options of every timed decode: greedy, exactly `tokens` new tokens (no EOS stop), with
+/// the KV cache.
+pub(crate) fn greedy(tokens: usize) -> crate::session::GenerateOptions {
+    crate::session::GenerateOptions {
+        max_new_tokens: tokens,
+        eos_token_ids: Vec::new(),
+        use_kv_cache: true,
+        sampling: Default::default(),
+    }
+}
+
 /// One greedy decode of exactly `tokens` new tokens (EOS ignored), on some device.
 pub trait Decoder {
     fn decode(&mut self, prompt: &[u32], tokens: usize) -> Result<DecodeRun>;
