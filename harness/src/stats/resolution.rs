@@ -200,6 +200,14 @@ fn decide(
     }
     if hi < tau {
         d.status = Status::NoChange;
+        // The whole interval below −δ: faster at the level a ✅ is given at, but 🟢 (Holm's
+        // correction over the suite, like 🔴) was not reached. "no change" alone would hide it.
+        if hi < (-delta).ln_1p() {
+            d.note = Some(format!(
+                "faster: {between}; a speedup of {delta_s} or more holds at this row's own level, \
+                 not yet after the correction over the suite's rows (🟢 needs more rounds)"
+            ));
+        }
         return d;
     }
     // ⚠️ needs evidence of a slowdown, not just an estimate past δ: the interval lies above 0
@@ -400,6 +408,25 @@ mod tests {
     fn an_improvement_beyond_delta_is_green() {
         let d = one(&rounds(-0.15, 0.01, 16), Phase::Final { first_rounds: 16 });
         assert_eq!(d.status, Status::Improvement, "{d:?}");
+    }
+
+    /// A large speedup over too few rounds for 🟢 after Holm's correction among many rows is ✅,
+    /// and its note says it is faster, with the interval, rather than "no change" alone.
+    #[test]
+    fn a_speedup_short_of_green_says_faster() {
+        let phase = Phase::First;
+        let mut inputs = vec![input("fast/x", &rounds(-0.5, 0.01, 8))];
+        for k in 0..40 {
+            inputs.push(input(&format!("same/{k}"), &rounds(0.0, 0.005, 8)));
+        }
+        let d = analyze(&inputs, &policy(), phase).remove(0);
+        assert_eq!(d.status, Status::NoChange, "{d:?}");
+        let note = d.note.as_deref().unwrap_or_default();
+        assert!(note.starts_with("faster: between -"), "{note}");
+        // An unchanged row gets no such note.
+        let same = analyze(&inputs, &policy(), phase).remove(1);
+        assert_eq!(same.status, Status::NoChange, "{same:?}");
+        assert_eq!(same.note, None);
     }
 
     #[test]
