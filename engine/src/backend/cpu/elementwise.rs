@@ -77,7 +77,7 @@ fn map1<A: Copy + Sync, O: Copy + Default + Send>(
     out
 }
 
-/// Elements per block of the blockwise kernels (1 KiB of f32 per buffer).
+/// Elements per block of the blockwise kernels (1 KiB of f32 per buffer, on the stack).
 const BLOCK: usize = 256;
 
 /// [`map1`] for a float `f` computed in f32, a block of [`BLOCK`] values at a time: widen the
@@ -89,7 +89,7 @@ fn map1_blocks<T: Float + Sync + Send>(
 ) -> Vec<T> {
     let mut out = vec![T::default(); x.len()];
     be.for_chunks(&mut out, 1, |off, chunk| {
-        let mut buf = vec![0f32; BLOCK];
+        let mut buf = [0f32; BLOCK];
         for (i, dst) in chunk.chunks_mut(BLOCK).enumerate() {
             let (src, b) = (&x[off + i * BLOCK..][..dst.len()], &mut buf[..dst.len()]);
             T::widen(src, b);
@@ -115,7 +115,7 @@ fn map2_blocks<T: Float + Sync + Send>(
     let mut out = vec![T::default(); bc.numel()];
     let [sa, sb] = bc.inner_strides();
     be.for_chunks(&mut out, 1, |start, chunk| {
-        let (mut xa, mut xb) = (vec![0f32; BLOCK], vec![0f32; BLOCK]);
+        let (mut xa, mut xb) = ([0f32; BLOCK], [0f32; BLOCK]);
         bc.runs(start, start + chunk.len(), |pos, [oa, ob], len| {
             let dst = &mut chunk[pos - start..pos - start + len];
             match (sa, sb) {
