@@ -439,7 +439,6 @@ mod tests {
     /// percentile of Binomial(100, 0.01)), and the rate printed with its Clopper–Pearson interval.
     #[test]
     fn flat_series_rarely_get_a_change_point() {
-        use statrs::distribution::{Beta, ContinuousCDF};
         let n = 100usize;
         let alarms = (0..n)
             .filter(|&seed| {
@@ -447,16 +446,7 @@ mod tests {
                 !e_divisive(&s, &ChangePointConfig::default()).is_empty()
             })
             .count();
-        let lo = if alarms == 0 {
-            0.0
-        } else {
-            Beta::new(alarms as f64, (n - alarms + 1) as f64)
-                .unwrap()
-                .inverse_cdf(0.025)
-        };
-        let hi = Beta::new((alarms + 1) as f64, (n - alarms) as f64)
-            .unwrap()
-            .inverse_cdf(0.975);
+        let (lo, hi) = clopper_pearson(alarms, n);
         eprintln!("false change points: {alarms} of {n} flat series (95 % CI {lo:.3}-{hi:.3})");
         assert!(alarms <= 5, "{alarms} of {n}");
     }

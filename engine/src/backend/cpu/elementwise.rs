@@ -847,7 +847,7 @@ mod tests {
             (0..n)
                 .map(|i| {
                     let h = (i as u32 ^ seed).wrapping_mul(2_654_435_761);
-                    if h % 17 == 0 {
+                    if h.is_multiple_of(17) {
                         f16::from_f32(special[(h >> 8) as usize % special.len()])
                     } else {
                         f16::from_f32(((h >> 8) % 20001) as f32 / 1000.0 - 10.0)
@@ -883,7 +883,8 @@ mod tests {
             (&[1], &[rows, cols]),
             (&[rows, 1], &[1, cols]),
         ];
-        let ops: [(BinaryOp, fn(f32, f32) -> f32); 4] = [
+        type Binary = fn(f32, f32) -> f32;
+        let ops: [(BinaryOp, Binary); 4] = [
             (Add, |x, y| x + y),
             (Mul, |x, y| x * y),
             (Div, |x, y| x / y),
@@ -905,7 +906,8 @@ mod tests {
             }
             let x = vals(2100, 3);
             let t = Tensor::new(vec![2100], Data::F16(x.clone())).unwrap();
-            let unary: [(UnaryOp, fn(f32) -> f32); 3] = [
+            type Unary = fn(f32) -> f32;
+            let unary: [(UnaryOp, Unary); 3] = [
                 (UnaryOp::Exp, |x| x.exp()),
                 (UnaryOp::Silu, |x| x * sigmoid(x)),
                 (UnaryOp::Neg, |x| -x),
