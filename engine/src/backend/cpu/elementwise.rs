@@ -86,11 +86,7 @@ const BLOCK: usize = 256;
 
 /// [`map1`] for a float `f` computed in f32, a block of [`BLOCK`] values at a time: widen the
 /// block, apply `f`, narrow the results ([`Float::BLOCKWISE`] types).
-fn map1_blocks<T: Float + Sync + Send>(
-    be: &CpuBackend,
-    x: &[T],
-    f: impl Fn(f32) -> f32 + Sync,
-) -> Vec<T> {
+fn map1_blocks<T: Float>(be: &CpuBackend, x: &[T], f: impl Fn(f32) -> f32 + Sync) -> Vec<T> {
     let mut out = vec![T::default(); x.len()];
     be.for_chunks(&mut out, 1, |off, chunk| {
         let mut buf = [0f32; BLOCK];
@@ -109,7 +105,7 @@ fn map1_blocks<T: Float + Sync + Send>(
 /// [`map2`] for a float `f` computed in f32, blockwise as [`map1_blocks`]: each contiguous run
 /// of the broadcast is widened, combined and narrowed a block at a time (a broadcast scalar is
 /// widened once; a strided run goes element by element).
-fn map2_blocks<T: Float + Sync + Send>(
+fn map2_blocks<T: Float>(
     be: &CpuBackend,
     bc: &Bcast<2>,
     a: &[T],
