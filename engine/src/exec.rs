@@ -286,6 +286,20 @@ impl<B: Backend> Executor<B> {
     /// Runs the graph. `inputs` gives a value for every graph input, by name; returns every
     /// graph output in declaration order.
     pub fn run(&self, inputs: &[(&str, B::Tensor)]) -> Result<Vec<B::Tensor>> {
+        self.run_traced(inputs, None)
+    }
+
+    /// [`Executor::run`], adding each step's wall time into `trace` when given (one clock read
+    /// per step; on a backend that runs ops asynchronously the times are launch times).
+    pub fn run_traced(
+        &self,
+        inputs: &[(&str, B::Tensor)],
+        mut trace: Option<&mut OpTrace>,
+    ) -> Result<Vec<B::Tensor>> {
+        if let Some(t) = trace.as_deref_mut() {
+            t.step_ns.resize(self.steps.len(), 0);
+            t.runs += 1;
+        }
         let mut values: Vec<Option<B::Tensor>> = vec![None; self.n_slots];
         for (slot, t) in &self.constants {
             values[*slot] = Some(t.clone());
@@ -302,7 +316,8 @@ impl<B: Backend> Executor<B> {
                 return Err(Error::msg(format!("{name:?} is not a graph input")));
             }
         }
-        for step in &self.steps {
+        for (k, step) in self.steps.iter().enumerate() {
+            let start = trace.is_some().then(std::time::Instant::now);
             let outs = {
                 let ins: Vec<Option<&B::Tensor>> = step
                     .inputs
@@ -311,6 +326,9 @@ impl<B: Backend> Executor<B> {
                     .collect();
                 run_step(&self.backend, step, &ins)?
             };
+            if let (Some(t), Some(start)) = (trace.as_deref_mut(), start) {
+                t.step_ns[k] += start.elapsed().as_nanos() as u64;
+            }
             for (slot, value) in step.outputs.iter().zip(outs) {
                 if let (Some(slot), Some(value)) = (slot, value) {
                     values[*slot] = Some(value);
@@ -328,6 +346,64 @@ impl<B: Backend> Executor<B> {
                     .ok_or_else(|| Error::msg(format!("graph output {name:?} was not computed")))
             })
             .collect()
+    }
+}
+
+/// Wall time per plan step, summed over the runs traced into it (see [`Executor::run_traced`]).
+#[derive(Clone, Debug, Default)]
+pub struct OpTrace {
+    /// Nanoseconds per step of the plan, in plan order.
+    pub step_ns: Vec<u64>,
+    /// Graph runs traced.
+    pub runs: u64,
+}
+
+/// One op type's share of traced runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpTime {
+    pub op_type: String,
+    /// Nodes of this type in the plan (after constant folding).
+    pub nodes: usize,
+    /// Mean wall time per traced run, milliseconds.
+    pub ms_per_run: f64,
+}
+
+impl<B: Backend> Executor<B> {
+    /// `trace` summed per op type, largest first.
+    pub fn op_times(&self, trace: &OpTrace) -> Vec<OpTime> {
+        let mut by: Vec<OpTime> = Vec::new();
+        for (step, &ns) in self.steps.iter().zip(&trace.step_ns) {
+            let ms = ns as f64 / 1e6 / trace.runs.max(1) as f64;
+            match by.iter_mut().find(|o| o.op_type == step.op_type) {
+                Some(o) => {
+                    o.nodes += 1;
+                    o.ms_per_run += ms;
+                }
+                None => by.push(OpTime {
+                    op_type: step.op_type.clone(),
+                    nodes: 1,
+                    ms_per_run: ms,
+                }),
+            }
+        }
+        by.sort_by(|a, b| b.ms_per_run.total_cmp(&a.ms_per_run));
+        by
+    }
+
+    /// The `n` slowest nodes of `trace`, as (node name, op type, mean ms per traced run).
+    pub fn slowest_nodes(&self, trace: &OpTrace, n: usize) -> Vec<(String, String, f64)> {
+        let mut v: Vec<(String, String, f64)> = self
+            .steps
+            .iter()
+            .zip(&trace.step_ns)
+            .map(|(s, &ns)| {
+                let ms = ns as f64 / 1e6 / trace.runs.max(1) as f64;
+                (s.name.clone(), s.op_type.clone(), ms)
+            })
+            .collect();
+        v.sort_by(|a, b| b.2.total_cmp(&a.2));
+        v.truncate(n);
+        v
     }
 }
 

@@ -191,6 +191,10 @@ enum Command {
         /// harness's paired end-to-end rounds; --runs is not used (see `profile::serve`).
         #[arg(long)]
         serve: bool,
+        /// CPU: time every op of the timed runs' decode steps and print where a step goes, per
+        /// op type (text output only).
+        #[arg(long, conflicts_with_all = ["json", "serve"])]
+        trace: bool,
     },
 }
 
@@ -231,6 +235,7 @@ fn run(cli: Cli) -> Result<()> {
             no_cuda_graph,
             json,
             serve,
+            trace,
         } => {
             let ep = profile::Ep::parse(&ep)
                 .with_context(|| format!("--ep must be cpu or cuda, got {ep:?}"))?;
@@ -257,16 +262,20 @@ fn run(cli: Cli) -> Result<()> {
                 decode_skip,
                 threads,
                 cuda_graph: !no_cuda_graph,
+                trace,
             };
             if serve {
                 profile::serve(&opts, std::io::stdin().lock(), std::io::stdout().lock())?;
                 return Ok(());
             }
-            let report = profile::profile(&opts)?;
+            let (report, op_trace) = profile::profile_traced(&opts)?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 print!("{}", profile::render_text(&report));
+            }
+            if let Some(t) = &op_trace {
+                print!("{}", profile::render_trace(t));
             }
         }
         Command::Bandwidth {

@@ -71,6 +71,8 @@ pub struct ProfileOptions {
     pub threads: usize,
     /// CUDA only: capture the decode step in a CUDA graph (false: eager launches).
     pub cuda_graph: bool,
+    /// Time every op of the timed runs' decode steps (CPU only; see [`render_trace`]).
+    pub trace: bool,
 }
 
 /// One timed run.
@@ -198,6 +200,9 @@ impl Profiler {
         for _ in 0..opts.warmups {
             runner.decode(&prompt_ids, opts.tokens)?;
         }
+        if opts.trace {
+            runner.set_trace(true)?;
+        }
         Ok(Profiler {
             opts: opts.clone(),
             runner,
@@ -252,6 +257,11 @@ impl Profiler {
         })
     }
 
+    /// Where the timed runs' decode steps went, op type by op type (with `trace` on).
+    pub fn trace(&self) -> Option<crate::session::TraceReport> {
+        self.runner.trace()
+    }
+
     /// The `engine-profile/1` report of the timed runs so far.
     pub fn report(&self) -> ProfileReport {
         let (cuda_graph, device_kv) = self.runner.device_stats();
@@ -278,6 +288,13 @@ impl Profiler {
 
 /// Runs the profile: `warmups` untimed runs, then `runs` timed ones.
 pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
+    Ok(profile_traced(opts)?.0)
+}
+
+/// [`profile`], with the op trace of the timed runs when `opts.trace` asks for it.
+pub fn profile_traced(
+    opts: &ProfileOptions,
+) -> Result<(ProfileReport, Option<crate::session::TraceReport>)> {
     if opts.runs == 0 {
         return Err(Error::msg("--runs must be at least 1"));
     }
@@ -285,7 +302,47 @@ pub fn profile(opts: &ProfileOptions) -> Result<ProfileReport> {
     for _ in 0..opts.runs {
         p.run_once()?;
     }
-    Ok(p.report())
+    Ok((p.report(), p.trace()))
+}
+
+/// The op trace as text: per op type, nodes, mean milliseconds per decode step and share of
+/// the step, then what the step spent outside the graph's ops. Times come from one clock read
+/// around each op, so they include the op's own dispatch and thread hand-offs.
+pub fn render_trace(t: &crate::session::TraceReport) -> String {
+    let mut s = format!(
+        "trace: {} decode steps, {:.3} ms/step\n  {:<30} {:>6} {:>10} {:>7}\n",
+        t.steps, t.ms_per_step, "op", "nodes", "ms/step", "share"
+    );
+    let share = |ms: f64| {
+        if t.ms_per_step > 0.0 {
+            100.0 * ms / t.ms_per_step
+        } else {
+            0.0
+        }
+    };
+    for o in &t.ops {
+        s += &format!(
+            "  {:<30} {:>6} {:>10.3} {:>6.1}%\n",
+            o.op_type,
+            o.nodes,
+            o.ms_per_run,
+            share(o.ms_per_run)
+        );
+    }
+    s += &format!(
+        "  {:<30} {:>6} {:>10.3} {:>6.1}%\n",
+        "(outside the ops)",
+        "",
+        t.outside_ms_per_step,
+        share(t.outside_ms_per_step)
+    );
+    if !t.slowest_other.is_empty() {
+        s += "  slowest nodes other than MatMul (ms/step):\n";
+        for (name, op, ms) in &t.slowest_other {
+            s += &format!("    {ms:>8.4}  {op:<20} {name}\n");
+        }
+    }
+    s
 }
 
 /// Prefix of every line `engine profile --serve` writes to stdout.

@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::backend::Backend;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::Executor;
+use crate::exec::{Executor, OpTime, OpTrace};
 use crate::kv_cache::{DEFAULT_PAGE_TOKENS, KvLayout, MAX_PAGES, PagePool, PoolConfig, SequenceId};
 use crate::package::{IoMap, Package};
 use crate::sampling::{History, Sampler, SamplingConfig};
@@ -58,6 +58,31 @@ pub struct Session<B: Backend> {
     io: IoMap,
     /// Graph inputs declared as i32 (token ids, mask and positions are i64 otherwise).
     i32_inputs: Vec<String>,
+    /// Per-op wall time of the decode steps of [`Session::generate`], while tracing is on.
+    trace: std::sync::Mutex<Option<StepTrace>>,
+}
+
+/// What tracing collects over decode steps (the prefill is not traced).
+#[derive(Clone, Debug, Default)]
+struct StepTrace {
+    ops: OpTrace,
+    steps: u64,
+    /// Whole decode steps: the graph run plus the KV cache's gather and store around it.
+    step_ns: u64,
+}
+
+/// Where the traced decode steps' time went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceReport {
+    pub steps: u64,
+    /// Mean wall time of one decode step, milliseconds.
+    pub ms_per_step: f64,
+    /// Per op type, mean milliseconds per step, largest first.
+    pub ops: Vec<OpTime>,
+    /// The rest of the step: KV pages gathered and stored, inputs built, values freed.
+    pub outside_ms_per_step: f64,
+    /// The slowest nodes other than MatMul: (name, op type, mean ms per step).
+    pub slowest_other: Vec<(String, String, f64)>,
 }
 
 impl<B: Backend> std::fmt::Debug for Session<B> {
@@ -83,6 +108,36 @@ impl<B: Backend> Session<B> {
             exec,
             io: package.io.clone(),
             i32_inputs,
+            trace: Default::default(),
+        })
+    }
+
+    /// Turns per-op timing of [`Session::generate`]'s decode steps on (clearing what was
+    /// collected) or off.
+    pub fn set_trace(&self, on: bool) {
+        *self.trace.lock().unwrap_or_else(|e| e.into_inner()) = on.then(StepTrace::default);
+    }
+
+    /// What tracing has collected so far; `None` when it is off or no step ran.
+    pub fn trace_report(&self) -> Option<TraceReport> {
+        let guard = self.trace.lock().unwrap_or_else(|e| e.into_inner());
+        let t = guard.as_ref().filter(|t| t.steps > 0)?;
+        let ops = self.exec.op_times(&t.ops);
+        let ms_per_step = t.step_ns as f64 / 1e6 / t.steps as f64;
+        let in_ops: f64 = ops.iter().map(|o| o.ms_per_run).sum();
+        let slowest_other = self
+            .exec
+            .slowest_nodes(&t.ops, usize::MAX)
+            .into_iter()
+            .filter(|(_, op, _)| op != "MatMul")
+            .take(10)
+            .collect();
+        Some(TraceReport {
+            steps: t.steps,
+            ms_per_step,
+            ops,
+            outside_ms_per_step: ms_per_step - in_ops,
+            slowest_other,
         })
     }
 
@@ -168,6 +223,16 @@ impl<B: Backend> Session<B> {
     /// Runs `ids` on top of `cache`; returns the last position's logits (f32, host) and the new
     /// cache.
     pub fn forward(&self, ids: &[u32], cache: &KvCache<B>) -> Result<(Vec<f32>, KvCache<B>)> {
+        self.forward_traced(ids, cache, None)
+    }
+
+    /// [`Session::forward`], timing each op into `trace` when given.
+    fn forward_traced(
+        &self,
+        ids: &[u32],
+        cache: &KvCache<B>,
+        trace: Option<&mut OpTrace>,
+    ) -> Result<(Vec<f32>, KvCache<B>)> {
         if ids.is_empty() {
             return Err(Error::msg("forward needs at least one token"));
         }
@@ -194,7 +259,7 @@ impl<B: Backend> Session<B> {
             inputs.push((&l.past_key, k.clone()));
             inputs.push((&l.past_value, v.clone()));
         }
-        let outs = self.exec.run(&inputs)?;
+        let outs = self.exec.run_traced(&inputs, trace)?;
         let names: Vec<&str> = self.exec.output_names().collect();
         let get = |name: &str| -> Result<&B::Tensor> {
             names
@@ -254,6 +319,8 @@ impl<B: Backend> Session<B> {
         }
         let mut sampler = Sampler::new(&opts.sampling)?;
         let mut history = History::new(prompt);
+        // Taken out for the run (so the lock is not held across it) and put back after.
+        let mut trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
         let t0 = Instant::now();
         let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
         // KV-cache mode: the cache lives in the page pool between steps.
@@ -284,14 +351,23 @@ impl<B: Backend> Session<B> {
             if let Some((pool, seq)) = &mut paged {
                 let past = self.gather_cache(pool, *seq)?;
                 let present;
-                (logits, present) = self.forward(&[next], &past)?;
+                (logits, present) =
+                    self.forward_traced(&[next], &past, trace.as_mut().map(|t| &mut t.ops))?;
                 self.store_present(pool, *seq, &present, past.len)?;
             } else {
                 let mut all = prompt.to_vec();
                 all.extend(&out.generated_ids);
                 (logits, _) = self.forward(&all, &self.empty_cache()?)?;
             }
-            out.step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            let elapsed = t.elapsed();
+            out.step_ms.push(elapsed.as_secs_f64() * 1e3);
+            if let Some(tr) = trace.as_mut().filter(|_| paged.is_some()) {
+                tr.steps += 1;
+                tr.step_ns += elapsed.as_nanos() as u64;
+            }
+        }
+        if trace.is_some() {
+            *self.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
         }
         if let Some((mut pool, seq)) = paged {
             pool.free_sequence(seq)?;

@@ -38,4 +38,13 @@ impl Decoder for CpuDecoder {
     fn threads(&self) -> usize {
         self.session.backend().threads()
     }
+
+    fn set_trace(&mut self, on: bool) -> Result<()> {
+        self.session.set_trace(on);
+        Ok(())
+    }
+
+    fn trace(&self) -> Option<crate::session::TraceReport> {
+        self.session.trace_report()
+    }
 }

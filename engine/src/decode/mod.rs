@@ -65,6 +65,17 @@ pub trait Decoder {
     fn device_stats(&self) -> (Option<CudaGraphStats>, Option<DeviceKvStats>) {
         (None, None)
     }
+    /// Turns per-op timing of the decode steps on (clearing what was collected) or off; an
+    /// error where this decoder cannot time its ops.
+    fn set_trace(&mut self, _on: bool) -> Result<()> {
+        Err(crate::error::Error::msg(
+            "--trace times the ops of the generic executor on the CPU (--ep cpu) only",
+        ))
+    }
+    /// Where the traced decode steps' time went.
+    fn trace(&self) -> Option<crate::session::TraceReport> {
+        None
+    }
 }
 
 /// What one decode of `tokens` new tokens gives back.
