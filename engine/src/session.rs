@@ -2,9 +2,12 @@
 //! KV cache fed back; token selection by [`crate::sampling`] (greedy unless configured); stop on
 //! an end-of-sequence id or the token limit.
 //! [`Session::generate`] keeps the cache in a [`crate::kv_cache::PagePool`]: after each run only
-//! the new positions of the `present` outputs are written into the sequence's pages, and the next
-//! run's `past` inputs are gathered from them ([`KvCache`] is that dense per-step view, and what
-//! [`Session::forward`] takes and returns). A no-cache mode recomputes the whole sequence every
+//! the new positions of the `present` outputs are written into the sequence's pages. The next
+//! run's `past` inputs are that run's own `present` outputs, which hold exactly what gathering
+//! the pages would give (`the_pages_hold_what_each_step_reads_next` checks it bit for bit), so
+//! a step does not copy the whole cache back out of the pages ([`KvCache`] is that dense
+//! per-step view, and what [`Session::forward`] takes and returns; [`Session::gather_cache`]
+//! rebuilds it from the pages). A no-cache mode recomputes the whole sequence every
 //! step (the reference the cached path is tested against).
 
 use std::time::Instant;
@@ -67,7 +70,7 @@ pub struct Session<B: Backend> {
 struct StepTrace {
     ops: OpTrace,
     steps: u64,
-    /// Whole decode steps: the graph run plus the KV cache's gather and store around it.
+    /// Whole decode steps: the graph run plus the KV cache's store after it.
     step_ns: u64,
 }
 
@@ -79,7 +82,7 @@ pub struct TraceReport {
     pub ms_per_step: f64,
     /// Per op type, mean milliseconds per step, largest first.
     pub ops: Vec<OpTime>,
-    /// The rest of the step: KV pages gathered and stored, inputs built, values freed.
+    /// The rest of the step: new KV positions stored into the pages, inputs built, values freed.
     pub outside_ms_per_step: f64,
     /// The slowest nodes other than MatMul: (name, op type, mean ms per step).
     pub slowest_other: Vec<(String, String, f64)>,
@@ -323,15 +326,17 @@ impl<B: Backend> Session<B> {
         let mut trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
         let t0 = Instant::now();
         let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
-        // KV-cache mode: the cache lives in the page pool between steps.
+        // KV-cache mode: the pages get every new position; the dense view of the last run is the
+        // next run's past (the pages' gather would copy the same values out again).
         let mut paged = None;
         if opts.use_kv_cache {
             let mut pool = self.page_pool(prompt.len() + opts.max_new_tokens)?;
             let seq = pool.alloc_sequence()?;
             self.store_present(&mut pool, seq, &cache, 0)?;
-            paged = Some((pool, seq));
+            paged = Some((pool, seq, cache));
+        } else {
+            drop(cache);
         }
-        drop(cache);
         out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         loop {
             // The processors write into the logits: keep the model's own when asked for them.
@@ -348,12 +353,12 @@ impl<B: Backend> Session<B> {
                 break;
             }
             let t = Instant::now();
-            if let Some((pool, seq)) = &mut paged {
-                let past = self.gather_cache(pool, *seq)?;
+            if let Some((pool, seq, past)) = &mut paged {
                 let present;
                 (logits, present) =
-                    self.forward_traced(&[next], &past, trace.as_mut().map(|t| &mut t.ops))?;
+                    self.forward_traced(&[next], past, trace.as_mut().map(|t| &mut t.ops))?;
                 self.store_present(pool, *seq, &present, past.len)?;
+                *past = present;
             } else {
                 let mut all = prompt.to_vec();
                 all.extend(&out.generated_ids);
@@ -369,7 +374,7 @@ impl<B: Backend> Session<B> {
         if trace.is_some() {
             *self.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
         }
-        if let Some((mut pool, seq)) = paged {
+        if let Some((mut pool, seq, _)) = paged {
             pool.free_sequence(seq)?;
         }
         Ok(out)

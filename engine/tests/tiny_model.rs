@@ -126,6 +126,65 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
     assert!(distinct.len() > 3, "{:?}", cached.generated_ids);
 }
 
+/// `generate` feeds each step's `present` back as the next `past` instead of gathering it from
+/// the pages it also writes: that is only sound while the pages hold exactly those values.
+#[test]
+fn the_pages_hold_what_each_step_reads_next() {
+    let tmp = tiny_dir();
+    let package = Package::open(tmp.path()).unwrap();
+    let codec = TextCodec::open(tmp.path()).unwrap();
+    let session = Session::new(&package, CpuBackend::new(2).unwrap()).unwrap();
+    let prompt = codec.encode("Once upon a time there was").unwrap();
+    let mut pool = session.page_pool(prompt.len() + 40).unwrap();
+    let seq = pool.alloc_sequence().unwrap();
+    let (mut logits, mut past) = session
+        .forward(&prompt, &session.empty_cache().unwrap())
+        .unwrap();
+    session.store_present(&mut pool, seq, &past, 0).unwrap();
+    // 40 steps cross two page boundaries (16 tokens a page).
+    for step in 0..40 {
+        let gathered = session.gather_cache(&pool, seq).unwrap();
+        assert_eq!(gathered.len, past.len);
+        for (l, ((k, v), (gk, gv))) in past.layers.iter().zip(&gathered.layers).enumerate() {
+            assert_eq!(k, gk, "step {step} layer {l}: keys");
+            assert_eq!(v, gv, "step {step} layer {l}: values");
+        }
+        let next = engine::session::argmax(&logits);
+        let present;
+        (logits, present) = session.forward(&[next], &past).unwrap();
+        session
+            .store_present(&mut pool, seq, &present, past.len)
+            .unwrap();
+        past = present;
+    }
+    // And generate itself still decodes what the page-gathering loop above decodes.
+    let opts = GenerateOptions {
+        max_new_tokens: 8,
+        eos_token_ids: vec![],
+        use_kv_cache: true,
+        sampling: Default::default(),
+    };
+    let g = session.generate(&prompt, &opts, false).unwrap();
+    let mut manual = Vec::new();
+    let (mut logits, first) = session
+        .forward(&prompt, &session.empty_cache().unwrap())
+        .unwrap();
+    let mut pool = session.page_pool(prompt.len() + 8).unwrap();
+    let seq = pool.alloc_sequence().unwrap();
+    session.store_present(&mut pool, seq, &first, 0).unwrap();
+    for _ in 0..8 {
+        let next = engine::session::argmax(&logits);
+        manual.push(next);
+        let past = session.gather_cache(&pool, seq).unwrap();
+        let present;
+        (logits, present) = session.forward(&[next], &past).unwrap();
+        session
+            .store_present(&mut pool, seq, &present, past.len)
+            .unwrap();
+    }
+    assert_eq!(g.generated_ids, manual);
+}
+
 #[test]
 fn generation_stops_on_eos() {
     let tmp = tiny_dir();
