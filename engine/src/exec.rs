@@ -188,6 +188,12 @@ impl<B: Backend> Executor<B> {
             }
         }
         let mut steps = kept;
+        let graph_outputs: Vec<usize> = model
+            .outputs
+            .iter()
+            .map(|p| slot_of[p.name.as_str()])
+            .collect();
+        fuse_transposed_matmuls(&mut steps, &graph_outputs);
 
         let inputs: Vec<(String, usize)> = model
             .inputs
@@ -347,6 +353,64 @@ impl<B: Backend> Executor<B> {
             })
             .collect()
     }
+}
+
+/// Folds `Transpose` steps that only swap the last two axes into the one `MatMul` that reads
+/// them as its right operand ([`Op::MatMulTransposedB`]): the backend then reads the matrix in
+/// place (the decode step's `q · Kᵀ` over the whole KV cache was a full copy of the keys per
+/// layer). Only when nothing else reads the transposed value and it is not a graph output; the
+/// fused step keeps the MatMul's name with the transpose's after it, so errors name both.
+fn fuse_transposed_matmuls(steps: &mut Vec<Step>, graph_outputs: &[usize]) {
+    let mut readers: HashMap<usize, usize> = HashMap::new();
+    for s in steps.iter() {
+        for &i in s.inputs.iter().flatten() {
+            *readers.entry(i).or_default() += 1;
+        }
+    }
+    let swaps_last_two = |perm: &[i64]| {
+        let r = perm.len();
+        r >= 2
+            && perm.iter().enumerate().all(|(d, &p)| {
+                let want = if d == r - 2 {
+                    r - 1
+                } else if d == r - 1 {
+                    r - 2
+                } else {
+                    d
+                };
+                p == want as i64
+            })
+    };
+    let mut drop = vec![false; steps.len()];
+    for k in 0..steps.len() {
+        if !matches!(steps[k].op, Op::MatMul) {
+            continue;
+        }
+        let Some(Some(b)) = steps[k].inputs.get(1).copied() else {
+            continue;
+        };
+        if readers.get(&b) != Some(&1) || graph_outputs.contains(&b) {
+            continue;
+        }
+        let Some(t) = (0..k).rev().find(|&t| steps[t].outputs.contains(&Some(b))) else {
+            continue;
+        };
+        let fusable = matches!(&steps[t].op, Op::Transpose { perm: Some(p) } if swaps_last_two(p))
+            && steps[t].outputs.len() == 1
+            && !drop[t];
+        let Some(Some(src)) = steps[t].inputs.first().copied().filter(|_| fusable) else {
+            continue;
+        };
+        steps[k].op = Op::MatMulTransposedB;
+        steps[k].inputs[1] = Some(src);
+        steps[k].name = format!("{} (+ {})", steps[k].name, steps[t].name);
+        drop[t] = true;
+    }
+    let mut i = 0;
+    steps.retain(|_| {
+        i += 1;
+        !drop[i - 1]
+    });
 }
 
 /// Wall time per plan step, summed over the runs traced into it (see [`Executor::run_traced`]).

@@ -10,7 +10,7 @@ use std::f64::consts::{LN_2, PI};
 
 use common::*;
 use engine::ops::SUPPORTED;
-use engine::{DType, Data, Error};
+use engine::{DType, Data, Error, Tensor};
 
 /// Every (domain, op_type) these tests cover; must equal `SUPPORTED`, so a new op fails here
 /// until it has a test.
@@ -1632,6 +1632,65 @@ fn matmul_inner_dim_mismatch_names_node() {
 
 // =============================================================================================
 // Gather, Reshape, Transpose, Concat
+
+/// A Transpose of the last two axes read only by a MatMul is fused into it (one step fewer,
+/// the same bits); read by anything else too, or with another perm, it is left alone; an
+/// error in the fused step names both nodes.
+#[test]
+fn transpose_into_matmul_is_fused_only_where_nothing_else_sees_it() {
+    let q = iota(&[2, 1, 3]);
+    let k: Vec<f32> = (0..2 * 5 * 3)
+        .map(|i| ((i * 7) % 11) as f32 - 4.5)
+        .collect();
+    let k = f32t(&[2, 5, 3], &k);
+    let graph = |perm: &[i64], also_output: bool, k: Tensor| {
+        let mut g = Graph::new(17);
+        g.feed("q", q.clone())
+            .feed("k", k)
+            .node(
+                "kt",
+                "Transpose",
+                "",
+                &["k"],
+                &["k_t"],
+                vec![attr_ints("perm", perm)],
+            )
+            .node("qk", "MatMul", "", &["q", "k_t"], &["s"], vec![])
+            .output("s");
+        if also_output {
+            g.output("k_t");
+        }
+        g
+    };
+    let fused = graph(&[0, 2, 1], false, k.clone());
+    let kept = graph(&[0, 2, 1], true, k.clone());
+    assert_eq!(fused.plan_steps().unwrap(), 1);
+    assert_eq!(kept.plan_steps().unwrap(), 2);
+    for threads in [1, 2] {
+        let a = fused.run(threads).unwrap();
+        let b = kept.run(threads).unwrap();
+        let bits = |t: &Tensor| {
+            t.to_f32_vec()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(a[0].shape(), &[2, 1, 5]);
+        assert_eq!(bits(&a[0]), bits(&b[0]), "{threads} threads");
+        // Worked by hand for batch 0, key 0: q = [0, 1, 2], k[0][0] = [-4.5, 2.5, -1.5].
+        assert_eq!(a[0].to_f32_vec()[0], 0.0 * -4.5 + 1.0 * 2.5 + 2.0 * -1.5);
+    }
+    // Another perm over three axes is a different matrix: not fused.
+    let k3 = f32t(&[3, 5, 2], &(0..30).map(|i| i as f32).collect::<Vec<_>>());
+    assert_eq!(graph(&[2, 1, 0], false, k3).plan_steps().unwrap(), 2);
+    // The fused step's error names the MatMul and the Transpose it absorbed.
+    let bad = graph(&[0, 2, 1], false, f32t(&[2, 5, 4], &[0.5; 40]));
+    let err = bad.run(1).unwrap_err().to_string();
+    assert!(
+        err.contains("qk") && err.contains("kt") && err.contains("inner dims 3 vs 4"),
+        "{err}"
+    );
+}
 
 #[test]
 fn gather_axis_0_negative_and_scalar_indices() {

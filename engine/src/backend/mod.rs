@@ -164,6 +164,20 @@ pub trait Backend {
     fn softmax(&self, x: &Self::Tensor, axis: usize, log: bool) -> Result<Self::Tensor>;
     /// numpy `matmul`: 1-D operands promoted and the added dim removed, batch dims broadcast.
     fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// `matmul(a, transpose(b))` with the last two axes of `b` (rank ≥ 2) swapped: bit for bit
+    /// what those two ops give. Default: exactly those two ops.
+    fn matmul_transposed_b(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor> {
+        let r = self.shape(b).len();
+        if r < 2 {
+            crate::bail!(
+                "MatMul: a transposed right operand needs rank 2 or more, got shape {:?}",
+                self.shape(b)
+            );
+        }
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.matmul(a, &self.transpose(b, &perm)?)
+    }
     /// A constant that is the right operand of a MatMul, prepared once at load for the device's
     /// kernels (the CPU packs a 2-D f32/f16 weight for its matrix-vector kernel beside the
     /// row-major values, [`cpu::Panels`]); the result has the same shape and values. Default:

@@ -25,6 +25,17 @@ pub(super) fn mat_mul<B: Backend>(b: &B, inputs: &[Option<&B::Tensor>]) -> Outpu
     one(b.matmul(x, y)?)
 }
 
+/// `A · Bᵀ` over the last two axes of `B` (the executor's fusion of a `Transpose` into the
+/// MatMul that reads it).
+pub(super) fn mat_mul_transposed_b<B: Backend>(
+    b: &B,
+    inputs: &[Option<&B::Tensor>],
+) -> Outputs<B::Tensor> {
+    let (x, y) = (input(inputs, 0)?, input(inputs, 1)?);
+    same_dtype(b, x, y, "MatMul")?;
+    one(b.matmul_transposed_b(x, y)?)
+}
+
 pub(super) fn gemm<B: Backend>(
     b: &B,
     inputs: &[Option<&B::Tensor>],

@@ -85,6 +85,10 @@ pub enum Op {
         legacy: bool,
     },
     MatMul,
+    /// Not an ONNX op: `MatMul(A, Transpose(B))` where the transpose only swaps the last two axes
+    /// and nothing else reads it, fused by the executor (`exec.rs`) so the backend reads `B`
+    /// in place ([`Backend::matmul_transposed_b`]). Inputs: A, B (untransposed).
+    MatMulTransposedB,
     Gemm {
         alpha: f32,
         beta: f32,
@@ -385,6 +389,7 @@ impl Op {
             } => reduce::arg_max_min(b, inputs, max, axis, keepdims, select_last),
             Op::Softmax { axis, log, legacy } => reduce::softmax(b, inputs, axis, log, legacy),
             Op::MatMul => linalg::mat_mul(b, inputs),
+            Op::MatMulTransposedB => linalg::mat_mul_transposed_b(b, inputs),
             Op::Gemm {
                 alpha,
                 beta,

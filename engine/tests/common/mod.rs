@@ -327,6 +327,13 @@ impl Graph {
     /// with `--features cuda`) it runs on the GPU's `CudaBackend` instead, so the differential
     /// suite checks every op × dtype on CUDA against the oracle; no GPU is then an error, never
     /// a skip.
+    /// Steps of the CPU executor's plan after folding and fusion.
+    #[allow(dead_code)]
+    pub fn plan_steps(&self) -> Result<usize> {
+        let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
+        Ok(Executor::new(&model, CpuBackend::new(1)?)?.num_steps())
+    }
+
     pub fn run(&self, threads: usize) -> Result<Vec<Tensor>> {
         let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
         let feeds: Vec<(&str, Tensor)> = self

@@ -115,6 +115,113 @@ pub(super) fn matmul(be: &CpuBackend, a: &Tensor, b: &Tensor) -> Result<Tensor> 
     Ok(Tensor::from_parts(plan.out_shape, data))
 }
 
+/// Columns of `Bᵀ` (rows of `B`) transposed into the buffer at a time by
+/// [`matvec_transposed_b`]: two AVX vectors per row of the buffer, `k · 16` values (4 KiB for a
+/// 64-wide attention head in f32), so the buffer stays in L1.
+const BT_COLS: usize = 16;
+
+/// `A · Bᵀ` (the last two axes of `B` swapped) when every product has one row, as the decode
+/// step's attention scores `q · Kᵀ` do: bit for bit what `matmul(a, transpose(b))` gives, since
+/// that runs the matrix-vector kernel, in which every output is its own chain of multiply-adds
+/// over the rows in order, whatever block of columns it is computed in. Here `B`'s rows are
+/// transposed [`BT_COLS`] at a time into a buffer that stays in L1 and the kernel runs on it,
+/// instead of a whole transposed copy being allocated, written and read back. `Ok(None)` when
+/// the product takes another path (more than one row, or a dtype other than f32 and f16): the
+/// caller transposes then.
+pub(super) fn matvec_transposed_b(
+    be: &CpuBackend,
+    a: &Tensor,
+    b: &Tensor,
+) -> Result<Option<Tensor>> {
+    if a.dtype() != b.dtype() {
+        bail!("MatMul: dtype mismatch {} vs {}", a.dtype(), b.dtype());
+    }
+    let mut sb = b.shape().to_vec();
+    let r = sb.len();
+    if r < 2 {
+        return Ok(None);
+    }
+    sb.swap(r - 2, r - 1);
+    let plan = Plan::new(a.shape(), &sb)?;
+    if plan.m != 1 {
+        return Ok(None);
+    }
+    let data = match (a.data(), b.data()) {
+        (Data::F32(x), Data::F32(y)) => Data::F32(transposed_b_batched(be, &plan, x, y)),
+        (Data::F16(x), Data::F16(y)) => Data::F16(transposed_b_batched(be, &plan, x, y)),
+        _ => return Ok(None),
+    };
+    Ok(Some(Tensor::from_parts(plan.out_shape, data)))
+}
+
+/// The one-row products of `plan` with `b` holding each right matrix untransposed (`[n, k]`):
+/// batches in parallel when there are several, else blocks of columns over the team when the
+/// product is large enough to split (as [`gemm_batched`] shares out the same products).
+fn transposed_b_batched<T: Copy + Default + Send + Sync + Matvec>(
+    be: &CpuBackend,
+    plan: &Plan,
+    a: &[T],
+    b: &[T],
+) -> Vec<T> {
+    let (n, k) = (plan.n, plan.k);
+    let nb = plan.batches.len();
+    let mut out = vec![T::default(); nb * n];
+    if out.is_empty() || k == 0 {
+        return out;
+    }
+    let one = |dst: &mut [T], (ia, ib): (usize, usize), cols: std::ops::Range<usize>| {
+        transposed_b_rows(
+            &a[ia * k..(ia + 1) * k],
+            &b[ib * n * k..(ib + 1) * n * k],
+            k,
+            cols,
+            dst,
+        )
+    };
+    let threads = be.threads();
+    if threads > 1 && nb > 1 {
+        be.in_pool(|| {
+            out.par_chunks_mut(n)
+                .zip(plan.batches.par_iter())
+                .for_each(|(dst, &ab)| one(dst, ab, 0..n));
+        });
+    } else if threads > 1 && n * k >= GEMV_PAR_MIN && n >= 64 {
+        let w = n.div_ceil(threads).next_multiple_of(BT_COLS);
+        let mut blocks: Vec<(usize, &mut [T])> = out.chunks_mut(w).enumerate().collect();
+        be.team_each(&mut blocks, &|(i, d)| {
+            let j0 = *i * w;
+            one(d, plan.batches[0], j0..j0 + d.len())
+        });
+    } else {
+        for (dst, &ab) in out.chunks_mut(n).zip(&plan.batches) {
+            one(dst, ab, 0..n);
+        }
+    }
+    out
+}
+
+/// `dst[j - cols.start] = x · bt[j]` for `j` in `cols`, `bt` row-major `[n, k]`.
+fn transposed_b_rows<T: Copy + Default + Matvec>(
+    x: &[T],
+    bt: &[T],
+    k: usize,
+    cols: std::ops::Range<usize>,
+    dst: &mut [T],
+) {
+    let mut buf = vec![T::default(); k * BT_COLS];
+    for j0 in cols.clone().step_by(BT_COLS) {
+        let jb = BT_COLS.min(cols.end - j0);
+        let rows = &bt[j0 * k..(j0 + jb) * k];
+        for (j, row) in rows.chunks_exact(k).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                buf[i * jb + j] = v;
+            }
+        }
+        let d0 = j0 - cols.start;
+        T::matvec(x, (&buf[..k * jb], jb), k, jb, &mut dst[d0..d0 + jb]);
+    }
+}
+
 /// Blocks of panels per thread in a split packed product (1, 4 and 8 measured within noise of
 /// each other on two threads; 4 lets the faster thread take more).
 const BLOCKS_PER_THREAD: usize = 4;
@@ -516,6 +623,55 @@ mod tests {
     /// A prepared (packed) weight gives the same product as the plain one for one row, on any
     /// thread count, and rows > 1 still go through gemm on the row-major values; one thread
     /// does not pack.
+    /// The fused `A · Bᵀ` is bit for bit the transpose followed by the MatMul, for every path it
+    /// takes (batches in parallel, columns over the team, sequential), any column count against
+    /// the 16-column blocks, broadcast batches, f32 and f16; more than one row falls back.
+    #[test]
+    fn transposed_right_operand_gives_the_bits_of_transpose_then_matmul() {
+        let bits =
+            |t: &Tensor| -> Vec<u32> { t.to_f32_vec().iter().map(|v| v.to_bits()).collect() };
+        let half = |t: &Tensor| {
+            let v = t.to_f32_vec().into_iter().map(f16::from_f32).collect();
+            Tensor::new(t.shape().to_vec(), Data::F16(v)).unwrap()
+        };
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[1, 9, 1, 64], &[1, 9, 37, 64]),
+            (&[9, 1, 64], &[9, 100, 64]),
+            (&[1, 64], &[3, 200, 64]),
+            (&[1, 576], &[1000, 576]),
+            (&[576], &[130, 576]),
+            (&[1, 3, 1, 8], &[1, 3, 1, 8]),
+            (&[1, 1, 5], &[1, 17, 5]),
+            (&[2, 64], &[40, 64]),
+            (&[1, 0], &[7, 0]),
+        ];
+        for threads in [1, 2, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            for &(sa, sb) in cases {
+                let a = Tensor::f32(sa, data(sa.iter().product(), 21)).unwrap();
+                let b = Tensor::f32(sb, data(sb.iter().product(), 22)).unwrap();
+                let r = sb.len();
+                let mut perm: Vec<usize> = (0..r).collect();
+                perm.swap(r - 2, r - 1);
+                for (a, b) in [(a.clone(), b.clone()), (half(&a), half(&b))] {
+                    let want = be.matmul(&a, &be.transpose(&b, &perm).unwrap()).unwrap();
+                    let got = be.matmul_transposed_b(&a, &b).unwrap();
+                    let what = format!("{} threads, {sa:?} x {sb:?}ᵀ {}", threads, a.dtype());
+                    assert_eq!(got.shape(), want.shape(), "{what}");
+                    assert_eq!(got.dtype(), want.dtype(), "{what}");
+                    assert_eq!(bits(&got), bits(&want), "{what}");
+                }
+            }
+        }
+        let be = CpuBackend::new(2).unwrap();
+        let a = Tensor::f32(&[1, 4], data(4, 1)).unwrap();
+        let err = be
+            .matmul_transposed_b(&a, &Tensor::f32(&[3, 5], data(15, 2)).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inner dims 4 vs 5"), "{err}");
+    }
+
     #[test]
     fn prepared_weights_give_the_same_products() {
         let half = |t: &Tensor| {

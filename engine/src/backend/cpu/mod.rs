@@ -441,6 +441,22 @@ impl Backend for CpuBackend {
         linalg::matmul(self, a, b)
     }
 
+    fn matmul_transposed_b(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        if let Some(t) = linalg::matvec_transposed_b(self, a, b)? {
+            return Ok(t);
+        }
+        let r = b.shape().len();
+        if r < 2 {
+            crate::bail!(
+                "MatMul: a transposed right operand needs rank 2 or more, got shape {:?}",
+                b.shape()
+            );
+        }
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.matmul(a, &self.transpose(b, &perm)?)
+    }
+
     /// Packs only for more than one thread: there the panels gave two-thread decode +7.5 %
     /// (each thread's block one contiguous stream, blocks taken dynamically); on one thread the
     /// row-major kernel already streams whole rows and the panels measured the same speed, so
