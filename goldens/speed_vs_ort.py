@@ -6,8 +6,10 @@ measured side by side (interleaved rounds) in one run.
 
 Both decode greedily with the KV cache and ignore end-of-sequence ids; tok/s counts decode steps
 only (the prefill is excluded), one process per engine round, one reused ORT session. Prints each
-round, the medians and the engine/ORT ratio. The model is SmolLM2-135M-Instruct f32 unless
+round, the medians, the engine/ORT ratio of the medians and the median of the per-round ratios. The model is SmolLM2-135M-Instruct f32 unless
 --model names another package.
+
+--f16-model DIR also times the engine on the f16 package in every round (f16 against f32).
 
 --base-engine adds a second engine binary (an earlier build) to every round, so a change is
 measured before/after in the same run as ORT. Each round starts with a memory-bandwidth probe
@@ -91,6 +93,8 @@ def main() -> int:
     ap.add_argument("--engine", default="target/release/engine")
     ap.add_argument("--base-engine", help="an earlier engine build, timed in the same rounds")
     ap.add_argument("--model")
+    ap.add_argument("--f16-model", help="the f16 package of the same model: the engine decodes it too "
+                    "in every round, reported against the engine on --model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
@@ -108,7 +112,7 @@ def main() -> int:
           f"onnxruntime {ort.__version__}")
     step_bytes = weight_bytes_per_step(model / "model.onnx")
     print(f"weights streamed per decode step: {step_bytes / 1e6:.1f} MB")
-    eng, base, ortv, bw = [], [], [], []
+    eng, base, ortv, bw, f16 = [], [], [], [], []
     for r in range(args.rounds):
         probe = subprocess.run([str(engine), "bandwidth", "--threads", str(args.threads), "--json"],
                                check=True, capture_output=True, text=True, timeout=300)
@@ -120,6 +124,11 @@ def main() -> int:
             line += f"base engine {b:7.2f} tok/s  "
         e, prompt_ids = engine_tok_s(engine, model, PROMPT, args.tokens, args.threads)
         eng.append(e)
+        if args.f16_model:
+            h, _ = engine_tok_s(engine, args.f16_model, PROMPT, args.tokens, args.threads)
+            f16.append(h)
+            line += f"engine f16 {h:7.2f} tok/s  "
+
         ortv.append(ort_decode_tok_s(sess, prompt_ids, args.tokens, cfg["num_hidden_layers"],
                                      cfg["num_key_value_heads"], cfg["head_size"]))
         print(line + f"engine {eng[-1]:7.2f} tok/s   onnxruntime {ortv[-1]:7.2f} tok/s", flush=True)
@@ -128,6 +137,16 @@ def main() -> int:
     if base:
         mb = statistics.median(base)
         print(f"median: base engine {mb:.2f} tok/s, engine/base = {me / mb:.2f}")
+    # The rounds are paired (the same minute of a shared host): the median of the per-round
+    # ratios is the robust figure when the host's speed changes during the run.
+    pairs = [("engine/ORT", eng, ortv)] + ([("engine/base", eng, base)] if base else []) + (
+        [("engine f16/f32", f16, eng)] if f16 else [])
+    if f16:
+        print(f"median: engine on the f16 package {statistics.median(f16):.2f} tok/s")
+    for name, num, den in pairs:
+        rs = sorted(a / b for a, b in zip(num, den))
+        print(f"per-round {name}: median {statistics.median(rs):.2f}, "
+              f"range {rs[0]:.2f} .. {rs[-1]:.2f} over {len(rs)} rounds")
     for name, v in [("engine", me), ("onnxruntime", mo)] + ([("base engine", mb)] if base else []):
         gbs = v * step_bytes / 1e9
         print(f"{name}: {gbs:.2f} GB/s of weights = {100 * gbs / mbw:.0f} % of the measured read "

@@ -7,11 +7,13 @@
 //! with one row is bound by reading `W` once: the kernel streams it row after row, four rows at
 //! a time (four sequential streams for the prefetchers), and adds `x[i] · W[i, j..j+8]` into
 //! `y[j..j+8]` with fused multiply-adds, so `y` (at most 49152 floats for the vocabulary
-//! projection) is loaded and stored once per four rows of `W`. On one thread the row-major
-//! layout is already the order the kernel reads. With more threads each takes blocks of
-//! columns, and a block of the row-major layout is a short piece of every row, so the
-//! executor has constant weights packed once at load into [`Panels`] (64 columns × all rows,
-//! contiguous), whose blocks are single streams.
+//! projection) is loaded and stored once per four rows of `W`. That kernel serves products
+//! whose right operand is not a constant. Constant weights are packed once at load into
+//! [`Panels`] (64 columns × all rows, contiguous): with several threads each takes blocks of
+//! columns, and a block of the row-major layout is a short piece of every row while a block of
+//! panels is one stream; on one thread the panel kernel keeps its 64 sums in registers over
+//! all rows (no `y` traffic), which the AMD EPYC VM decodes 10-20 % faster on (the Intel Xeon
+//! VM measured both alike).
 //!
 //! f16 weights ([`matvec_f16`]) are widened to f32 in registers with F16C and summed in f32.
 //!

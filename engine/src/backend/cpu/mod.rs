@@ -457,15 +457,15 @@ impl Backend for CpuBackend {
         self.matmul(a, &self.transpose(b, &perm)?)
     }
 
-    /// Packs only for more than one thread: there the panels gave two-thread decode +7.5 %
-    /// (each thread's block one contiguous stream, blocks taken dynamically); on one thread the
-    /// row-major kernel already streams whole rows and the panels measured the same speed, so
-    /// the second copy of the weights (the row-major one stays for products with more rows)
-    /// would only cost memory.
+    /// Packs every 2-D f32/f16 weight at least a panel wide, for any thread count. With more
+    /// than one thread the panels gave two-thread decode +7.5 % on the Intel Xeon VM (each
+    /// thread's block one contiguous stream, blocks taken dynamically). On one thread the Xeon
+    /// measured the row-major kernel and the panels alike, so one thread used not to pack; on
+    /// the AMD EPYC VM one thread decodes 10-20 % faster on the panels (one stream, the sums in
+    /// registers, no load and store of `y` per four rows), measured in `goldens/speed/`
+    /// (`2026-12-02-epyc-pack-1t.txt`). The row-major values stay beside the panels for products
+    /// with more rows (the prefill's gemm), so a packed weight is held twice.
     fn prepare_weight(&self, t: &Tensor) -> Result<Tensor> {
-        if self.threads <= 1 {
-            return Ok(t.clone());
-        }
         Ok(match (t.shape(), t.data()) {
             (&[k, n], Data::F32(w)) if k > 0 && n >= matvec::PANEL => {
                 t.with_panels(Panels::f32(w, k, n))
