@@ -14,7 +14,7 @@ for c in before after; do
   rev=${!c}
   git -C "$root" worktree add -q --detach "$work/$c" "$rev"
   exe=$(cd "$work/$c" && CARGO_TARGET_DIR="$root/target" timeout 1800 cargo test -p engine --test goldens --no-run --message-format=json 2>/dev/null \
-        | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable")][-1])')
+        | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="goldens"][-1])')
   cp "$exe" "$work/$c.bin"
   echo "$c = $(git -C "$root" rev-parse --short "$rev")"
 done
