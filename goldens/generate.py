@@ -46,6 +46,11 @@ LONG_PROMPT = (
     "the main consequences of the printing press were"
 )
 
+# Long contexts (the CUDA path's batched prefill and split decode attention): the long prompt
+# repeated, paragraphs apart: 5 times is 1088 prompt tokens, 18 times 3922 (SmolLM2's tokenizer).
+CONTEXT_1K_PROMPT = "\n\n".join([LONG_PROMPT] * 5)
+CONTEXT_4K_PROMPT = "\n\n".join([LONG_PROMPT] * 18)
+
 CASES = {
     "tiny": [
         ("capital_plain", "The capital of France is", False),
@@ -57,6 +62,8 @@ CASES = {
         ("digits_plain", "The sum of 17 and 25 is", False),
         ("french_plain", "Le café de la gare est situé à côté de", False),
         ("long_plain", LONG_PROMPT, False),
+        ("context1k_plain", CONTEXT_1K_PROMPT, False),
+        ("context4k_plain", CONTEXT_4K_PROMPT, False),
         ("capital_chat", "What is the capital of France?", True),
         ("haiku_chat", "Write a haiku about the sea.", True),
         ("unicode_chat", "Translate to English: 我喜欢喝茶。", True),

@@ -1,6 +1,6 @@
 //! The three-way check behind "did the PR change the answer?": for every golden case in
 //! `goldens/`, engine CPU tokens == independent oracle tokens == ONNX Runtime golden tokens,
-//! byte-identical; the package hash matches the golden's; the prompt tokenizes to the golden's
+//! byte-identical (the oracle only up to [`ORACLE_MAX_PROMPT`] prompt tokens); the package hash matches the golden's; the prompt tokenizes to the golden's
 //! ids; and each step's top-5 logits agree within a stated tolerance. Mismatches are reported
 //! through the comparison library (first diverging step, tokens as text, near-tie or real).
 //!
@@ -24,6 +24,12 @@ use serde_json::Value;
 /// ~10-20). The tolerances leave about 10x headroom.
 const TINY_LOGIT_TOL: f32 = 1e-4;
 const SMOLLM2_LOGIT_TOL: f32 = 1e-3;
+
+/// Prompts longer than this are checked engine against golden only: the oracle's plain f64
+/// loops take about a minute per 100 prompt tokens of SmolLM2 (every weight times every prompt
+/// position), so the long-context goldens (1088 and 3922 prompt tokens) would hold the suite for
+/// an hour. The oracle checks every shorter golden, and ONNX Runtime made the long ones.
+const ORACLE_MAX_PROMPT: usize = 512;
 
 fn golden_dir(model: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -93,7 +99,6 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
             sampling: Default::default(),
         };
         let out = session.generate(&prompt_ids, &opts, true).unwrap();
-        let reference = oracle.decode(&prompt_ids, opts.max_new_tokens).unwrap();
         let want = ids(&g["generated_ids"]);
         let golden_steps: Vec<StepTop> = g["steps"]
             .as_array()
@@ -108,28 +113,34 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
                     .collect(),
             })
             .collect();
-        let oracle_steps: Vec<StepTop> = reference
-            .steps
-            .iter()
-            .map(|s| StepTop { top: s.top.clone() })
-            .collect();
         let text = |id: u32| codec.decode(&[id]).unwrap_or_default();
         let engine_ids = &out.generated_ids;
-        let oracle_ids = &reference.generated_ids;
-        let verdicts = [
-            (
-                "engine vs golden",
-                compare(&want, &golden_steps, engine_ids, &text, NEAR_TIE_F32),
-            ),
-            (
+        let mut verdicts = vec![(
+            "engine vs golden",
+            compare(&want, &golden_steps, engine_ids, &text, NEAR_TIE_F32),
+        )];
+        let with_oracle = prompt_ids.len() <= ORACLE_MAX_PROMPT;
+        let (oracle_ids, oracle_steps) = if with_oracle {
+            let reference = oracle.decode(&prompt_ids, opts.max_new_tokens).unwrap();
+            let steps: Vec<StepTop> = reference
+                .steps
+                .iter()
+                .map(|s| StepTop { top: s.top.clone() })
+                .collect();
+            (reference.generated_ids, steps)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        if with_oracle {
+            verdicts.push((
                 "engine vs oracle",
-                compare(oracle_ids, &oracle_steps, engine_ids, &text, NEAR_TIE_F32),
-            ),
-            (
+                compare(&oracle_ids, &oracle_steps, engine_ids, &text, NEAR_TIE_F32),
+            ));
+            verdicts.push((
                 "oracle vs golden",
-                compare(&want, &golden_steps, oracle_ids, &text, NEAR_TIE_F32),
-            ),
-        ];
+                compare(&want, &golden_steps, &oracle_ids, &text, NEAR_TIE_F32),
+            ));
+        }
         let mut agree = true;
         for (who, verdict) in verdicts {
             if let Verdict::Diverged(d) = verdict {
@@ -158,13 +169,23 @@ fn check_model(model: &str, dir: &Path, tol: f32) {
                 }
             }
         }
-        eprintln!(
-            "{model}/{case}: {} tokens identical (engine, oracle, golden); worst top-5 logit \
-             difference {:.2e} vs golden, {:.2e} vs oracle",
-            want.len(),
-            worst[0],
-            worst[1]
-        );
+        if with_oracle {
+            eprintln!(
+                "{model}/{case}: {} tokens identical (engine, oracle, golden); worst top-5 logit \
+                 difference {:.2e} vs golden, {:.2e} vs oracle",
+                want.len(),
+                worst[0],
+                worst[1]
+            );
+        } else {
+            eprintln!(
+                "{model}/{case}: {} tokens identical (engine, golden; {} prompt tokens, past the \
+                 oracle's {ORACLE_MAX_PROMPT}); worst top-5 logit difference {:.2e} vs golden",
+                want.len(),
+                prompt_ids.len(),
+                worst[0]
+            );
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -345,6 +345,16 @@ pub struct E2eCase {
     pub devices: Vec<Device>,
     #[serde(default = "default_dtype")]
     pub dtype: Dtype,
+    /// Decode every input with the oracle too (the default). `false` leaves the golden as the
+    /// only reference, for prompts the naive f64 oracle cannot decode within a check's deadline
+    /// (a 3922-token prefill of SmolLM2 is about 10^12 multiply-adds in plain loops); the check
+    /// then says the oracle was not run, and the case must use goldens, not prompts.
+    #[serde(default = "default_oracle")]
+    pub oracle: bool,
+}
+
+fn default_oracle() -> bool {
+    true
 }
 
 fn default_devices() -> Vec<Device> {
@@ -471,6 +481,18 @@ impl E2eConfig {
                         "goldens exist for the named models ({MODEL_TINY}, {MODEL_SMOLLM2}), not for the package path {:?}; use prompts",
                         c.model
                     ),
+                ));
+            }
+            if !c.oracle && (c.goldens.is_none() || !c.prompts.is_empty()) {
+                return Err((
+                    key("oracle"),
+                    "`oracle: false` leaves the golden as the only reference: give goldens and no prompts".into(),
+                ));
+            }
+            if !c.oracle && c.dtype != Dtype::F32 {
+                return Err((
+                    key("oracle"),
+                    "`oracle: false` needs dtype f32: the goldens are fp32, so an f16 check has only the oracle to compare with".into(),
                 ));
             }
             if c.goldens.is_none() && c.prompts.is_empty() {
@@ -844,9 +866,12 @@ mod tests {
         let t = &e.cases["tiny"];
         assert_eq!(t.goldens, Some(GoldenSelection::All("all".into())));
         assert_eq!(
-            (t.devices.as_slice(), t.dtype),
-            (&[Device::Cpu][..], Dtype::F32)
+            (t.devices.as_slice(), t.dtype, t.oracle),
+            (&[Device::Cpu][..], Dtype::F32, true)
         );
+        let off = E2E.replace("goldens: all\n", "goldens: all\n      oracle: false\n");
+        let c = Config::parse(&off, Path::new("h.yaml")).unwrap();
+        assert!(!c.e2e.as_ref().unwrap().cases["tiny"].oracle);
         assert_eq!(c.suites["quick"].e2e, ["tiny"]);
         assert!(
             c.suites["quick"].benches.is_empty(),
@@ -929,6 +954,14 @@ mod tests {
             (
                 "      model: p\n      prompts: {x: ''}\n",
                 "key `e2e.cases.a.prompts.x`",
+            ),
+            (
+                "      model: tiny\n      goldens: all\n      prompts: {x: y}\n      oracle: false\n",
+                "key `e2e.cases.a.oracle`",
+            ),
+            (
+                "      model: smollm2-135m-instruct\n      goldens: all\n      dtype: f16\n      devices: [cuda]\n      oracle: false\n",
+                "key `e2e.cases.a.oracle`",
             ),
         ] {
             let e = err(&with(case));

@@ -301,6 +301,55 @@ fn without_a_gpu_the_cuda_rows_are_not_run_and_require_cuda_makes_it_an_error() 
     }
 }
 
+/// `oracle: false` (the long-context cases, whose prompts the naive oracle cannot decode in
+/// time): the golden alone is the reference, the oracle is never started, the row says so,
+/// and a changed token is still a divergence.
+#[test]
+fn a_case_with_the_oracle_off_is_judged_against_the_golden_alone_and_never_runs_the_oracle() {
+    let s = Setup::new();
+    let cfg = CONFIG.replace(
+        "      goldens: all\n      devices: [cpu, cuda]\n",
+        "      goldens: all\n      devices: [cpu]\n      oracle: false\n",
+    );
+    assert_ne!(cfg, CONFIG);
+    fs::write(s.repo.join("harness.yaml"), cfg).unwrap();
+    let called = s.bin.join("oracle-was-called");
+    s.script(
+        "oracle",
+        &format!(
+            "#!/bin/sh\n: > '{}'\necho 'error: the oracle was started' >&2\nexit 1\n",
+            called.display()
+        ),
+    );
+    let oracle = s.oracle();
+    for (ids, status) in [(GOOD, "identical"), ("5,7,8,2", "diverged")] {
+        let engine = s.engine("engine", ids, &FAST).display().to_string();
+        let o = s.harness(&[
+            "e2e",
+            "--engine-bin",
+            &engine,
+            "--oracle-bin",
+            &oracle,
+            "--case",
+            "tiny",
+            "--format",
+            "json",
+        ]);
+        let v = results_json(&o);
+        let r = row(&v, "correctness", "tiny/g1/cpu-f32");
+        assert_eq!(r["status"], status, "{r}");
+        let vs_oracle = &r["head"]["vs_oracle"];
+        assert_eq!(vs_oracle["verdict"], "not_compared", "{r}");
+        assert!(
+            vs_oracle["reason"].as_str().unwrap().contains("oracle: false"),
+            "{r}"
+        );
+        let want = if status == "identical" { "identical" } else { "diverged" };
+        assert_eq!(r["head"]["vs_golden"]["verdict"], want, "{r}");
+        assert!(!called.exists(), "the oracle was started");
+    }
+}
+
 #[test]
 fn a_head_that_changes_a_token_is_a_correctness_red_at_the_first_diverging_step() {
     let s = Setup::new();

@@ -58,7 +58,13 @@ pub struct Check {
     pub tokens: Option<u32>,
     pub device: Device,
     pub dtype: Dtype,
+    /// Whether the oracle decodes this input too (`oracle: false` in the case: the golden only).
+    pub oracle: bool,
 }
+
+/// What a check without the oracle says in its place.
+pub const ORACLE_OFF: &str =
+    "oracle not run (`oracle: false` in this case): the golden is the reference";
 
 /// The golden case names of `model` under `root/goldens/<model>/` (sorted file stems).
 pub fn golden_names(root: &Path, model: &str) -> Vec<String> {
@@ -143,6 +149,7 @@ pub fn plan_checks(
                     tokens: case.tokens,
                     device: *device,
                     dtype: case.dtype,
+                    oracle: case.oracle,
                 });
             }
         }
@@ -380,10 +387,12 @@ fn judge_side(
         },
         p.tokens,
     );
-    let oracle = oracle_cache
-        .entry(key)
-        .or_insert_with(|| tools.oracle(&p.model_dir, prompt, p.tokens))
-        .clone();
+    let oracle = check.oracle.then(|| {
+        oracle_cache
+            .entry(key)
+            .or_insert_with(|| tools.oracle(&p.model_dir, prompt, p.tokens))
+            .clone()
+    });
     let tokenizer = oracles::text::Tokenizer::open(&p.model_dir).ok();
     let text = |id: u32| -> String {
         tokenizer
@@ -394,12 +403,13 @@ fn judge_side(
     let mut notes: Vec<String> = Vec::new();
     let mut log_tail = Vec::new();
     let oracle_ref = match &oracle {
-        Ok(o) => Ok(Reference {
+        None => Err(ORACLE_OFF.to_string()),
+        Some(Ok(o)) => Ok(Reference {
             name: "oracle",
             generated_ids: &o.generated_ids,
             steps: &o.steps,
         }),
-        Err(f) => {
+        Some(Err(f)) => {
             notes.push(format!("oracle failed: {}", f.failure.message));
             log_tail = f.failure.log_tail.clone();
             Err(format!("oracle failed: {}", f.failure.message))
@@ -440,13 +450,13 @@ fn judge_side(
         &text,
     );
     let mut status = j.status;
-    if oracle.is_err() {
+    if matches!(oracle, Some(Err(_))) {
         // The three-way check is incomplete: never ✅.
         if status != E2eStatus::Diverged {
             status = E2eStatus::Failed;
         }
     }
-    if let Ok(o) = &oracle {
+    if let Some(Ok(o)) = &oracle {
         if !o.model_sha256.is_empty() && o.model_sha256 != first.model_sha256 {
             notes.push(format!(
                 "the oracle and the engine hash the package differently ({} vs {})",
