@@ -341,10 +341,17 @@ fn a_case_with_the_oracle_off_is_judged_against_the_golden_alone_and_never_runs_
         let vs_oracle = &r["head"]["vs_oracle"];
         assert_eq!(vs_oracle["verdict"], "not_compared", "{r}");
         assert!(
-            vs_oracle["reason"].as_str().unwrap().contains("oracle: false"),
+            vs_oracle["reason"]
+                .as_str()
+                .unwrap()
+                .contains("oracle: false"),
             "{r}"
         );
-        let want = if status == "identical" { "identical" } else { "diverged" };
+        let want = if status == "identical" {
+            "identical"
+        } else {
+            "diverged"
+        };
         assert_eq!(r["head"]["vs_golden"]["verdict"], want, "{r}");
         assert!(!called.exists(), "the oracle was started");
     }
