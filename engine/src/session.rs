@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, SliceDim};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::{Executor, OpTime, OpTrace};
@@ -177,7 +177,9 @@ impl<B: Backend> Session<B> {
         )?)
     }
 
-    /// Writes positions `from..present.len` of a step's `present` cache into `seq`'s pages.
+    /// Writes positions `from..present.len` of a step's `present` cache into `seq`'s pages. Only
+    /// those positions leave the device: each tensor is sliced to them there first (a decode
+    /// step's one position per layer, not the whole cache, on a GPU backend).
     pub fn store_present(
         &self,
         pool: &mut PagePool,
@@ -186,13 +188,41 @@ impl<B: Backend> Session<B> {
         from: usize,
     ) -> Result<()> {
         let b = self.exec.backend();
+        // Sliced only when every tensor is the `[1, kv_heads, len, head_dim]` the pool checks;
+        // anything else goes whole, for `PagePool::append` to reject with its own error.
+        let fits = |t: &B::Tensor| {
+            let s = b.shape(t);
+            s.len() == 4 && s[2] == present.len && from <= s[2]
+        };
+        let slice = from > 0 && present.layers.iter().all(|(k, v)| fits(k) && fits(v));
+        let new = |t: &B::Tensor| -> Result<Tensor> {
+            if !slice {
+                return b.download(t);
+            }
+            let dims: Vec<SliceDim> = b
+                .shape(t)
+                .iter()
+                .enumerate()
+                .map(|(axis, &n)| SliceDim {
+                    start: if axis == 2 { from } else { 0 },
+                    step: 1,
+                    len: if axis == 2 { n - from } else { n },
+                })
+                .collect();
+            b.download(&b.slice(t, &dims)?)
+        };
         let host = present
             .layers
             .iter()
-            .map(|(k, v)| Ok((b.download(k)?, b.download(v)?)))
+            .map(|(k, v)| Ok((new(k)?, new(v)?)))
             .collect::<Result<Vec<_>>>()?;
         let kv: Vec<_> = host.iter().map(|(k, v)| (k, v)).collect();
-        Ok(pool.append(seq, &kv, from..present.len)?)
+        let tokens = if slice {
+            0..present.len - from
+        } else {
+            from..present.len
+        };
+        Ok(pool.append(seq, &kv, tokens)?)
     }
 
     /// The dense cache of `seq`, gathered from its pages, for the next [`Session::forward`].

@@ -262,3 +262,67 @@ fn profile_serve_answers_each_run_request_then_reports_the_served_runs() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("expected `run`, got \"go\""), "{err}");
 }
+
+/// `--trace`: where a CPU decode step goes, op type by op type. The ops and the time outside
+/// them add up to the step; every decode step of the timed runs is counted; tracing changes no
+/// token; the text names MatMul and the outside time; `--trace --json` is refused.
+#[test]
+fn trace_accounts_for_every_decode_step_and_changes_no_token() {
+    let dir = tiny_dir();
+    let opts = |trace| engine::profile::ProfileOptions {
+        model: dir.path().to_path_buf(),
+        ep: engine::profile::Ep::Cpu,
+        dtype: None,
+        prompt: engine::profile::Prompt::Text("hello world".into()),
+        tokens: 12,
+        warmups: 1,
+        runs: 3,
+        decode_skip: 2,
+        threads: 2,
+        cuda_graph: true,
+        trace,
+    };
+    let (plain, none) = engine::profile::profile_traced(&opts(false)).unwrap();
+    assert!(none.is_none());
+    let (traced, t) = engine::profile::profile_traced(&opts(true)).unwrap();
+    let t = t.expect("a trace");
+    assert_eq!(traced.generated_ids, plain.generated_ids);
+    // 3 timed runs of 11 decode steps (the skipped ones are traced too: they are steps).
+    assert_eq!(t.steps, 33);
+    let in_ops: f64 = t.ops.iter().map(|o| o.ms_per_run).sum();
+    assert!(
+        t.ops.iter().all(|o| o.ms_per_run >= 0.0 && o.nodes > 0),
+        "{t:?}"
+    );
+    assert!(t.outside_ms_per_step >= 0.0, "{t:?}");
+    assert!(
+        (in_ops + t.outside_ms_per_step - t.ms_per_step).abs() < 1e-9,
+        "{t:?}"
+    );
+    let matmul = t
+        .ops
+        .iter()
+        .find(|o| o.op_type == "MatMul")
+        .expect("MatMul");
+    assert!(matmul.ms_per_run > 0.0);
+    assert!(t.slowest_other.iter().all(|(_, op, _)| op != "MatMul"));
+    let text = engine::profile::render_trace(&t);
+    assert!(text.starts_with("trace: 33 decode steps"), "{text}");
+    assert!(
+        text.contains("MatMul") && text.contains("(outside the ops)"),
+        "{text}"
+    );
+
+    let out = engine()
+        .args(["profile", "--model"])
+        .arg(dir.path())
+        .args(["--prompt", "hi", "--trace", "--json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

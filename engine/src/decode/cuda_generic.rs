@@ -1,9 +1,11 @@
 //! The generic executor on the GPU (feature `cuda`): `Session::generate` on [`CudaBackend`], for
 //! any package the fused llama path (`cuda_llama`) does not recognise, such as a standard-op
 //! export (`goldens/export_standard_onnx.py`). Every op runs as its own kernel (MatMul on
-//! cuBLAS), integer and shape ops on host copies, and the KV cache comes back to the host
-//! between steps, so the step is not captured as a CUDA graph: the report says so
-//! (`cuda_graph.enabled = false` with the reason), rather than counting a fallback per step.
+//! cuBLAS) and integer and shape ops on host copies; the KV cache stays on the device between
+//! steps (each step's `present` is the next `past`; only its new position is copied into the
+//! host pages). The shapes grow every step, so the step is not captured as a CUDA graph: the
+//! report says so (`cuda_graph.enabled = false` with the reason), rather than counting a
+//! fallback per step.
 
 use super::{CudaGraphStats, DecodeRun, Decoder};
 use crate::backend::cuda::CudaBackend;
@@ -13,7 +15,7 @@ use crate::session::Session;
 
 /// Why this path has no CUDA graph (in the profile's `cuda_graph.fallback_reasons`).
 pub const NO_GRAPH: &str = "generic executor on CudaBackend: ops run one by one with host-side \
-     shape ops and the KV cache on the host between steps; no CUDA graph";
+     shape ops and shapes that grow every step; no CUDA graph";
 
 pub struct CudaGenericDecoder {
     session: Session<CudaBackend>,
