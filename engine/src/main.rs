@@ -191,8 +191,9 @@ enum Command {
         /// harness's paired end-to-end rounds; --runs is not used (see `profile::serve`).
         #[arg(long)]
         serve: bool,
-        /// CPU: time every op of the timed runs' decode steps and print where a step goes, per
-        /// op type (text output only).
+        /// Time every op of the timed runs' decode steps and print where a step goes, per op
+        /// type (text output only; the generic executor, on the CPU or on CUDA, where it is
+        /// host time per op).
         #[arg(long, conflicts_with_all = ["json", "serve"])]
         trace: bool,
     },

@@ -71,7 +71,8 @@ pub struct ProfileOptions {
     pub threads: usize,
     /// CUDA only: capture the decode step in a CUDA graph (false: eager launches).
     pub cuda_graph: bool,
-    /// Time every op of the timed runs' decode steps (CPU only; see [`render_trace`]).
+    /// Time every op of the timed runs' decode steps (the generic executor only, on the CPU or,
+    /// as host time per op, on CUDA; see [`render_trace`]).
     pub trace: bool,
 }
 

@@ -44,6 +44,18 @@ impl Decoder for CudaGenericDecoder {
         1
     }
 
+    /// Host time per op: on this path the step is bound by the host (launches, shape ops that
+    /// copy their inputs back, allocations), so where the host spends it is the profile; a
+    /// kernel's own GPU time shows only where an op waits for the device.
+    fn set_trace(&mut self, on: bool) -> Result<()> {
+        self.session.set_trace(on);
+        Ok(())
+    }
+
+    fn trace(&self) -> Option<crate::session::TraceReport> {
+        self.session.trace_report()
+    }
+
     fn device_stats(&self) -> (Option<CudaGraphStats>, Option<super::DeviceKvStats>) {
         (
             Some(CudaGraphStats {

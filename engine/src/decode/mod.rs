@@ -69,7 +69,7 @@ pub trait Decoder {
     /// error where this decoder cannot time its ops.
     fn set_trace(&mut self, _on: bool) -> Result<()> {
         Err(crate::error::Error::msg(
-            "--trace times the ops of the generic executor on the CPU (--ep cpu) only",
+            "--trace times the ops of the generic executor (--ep cpu, or --ep cuda on a package the fused decoder does not recognise); the fused CUDA decoder runs the step as one CUDA graph",
         ))
     }
     /// Where the traced decode steps' time went.
