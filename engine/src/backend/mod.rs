@@ -167,16 +167,7 @@ pub trait Backend {
     /// `matmul(a, transpose(b))` with the last two axes of `b` (rank ≥ 2) swapped: bit for bit
     /// what those two ops give. Default: exactly those two ops.
     fn matmul_transposed_b(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor> {
-        let r = self.shape(b).len();
-        if r < 2 {
-            crate::bail!(
-                "MatMul: a transposed right operand needs rank 2 or more, got shape {:?}",
-                self.shape(b)
-            );
-        }
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        self.matmul(a, &self.transpose(b, &perm)?)
+        transpose_then_matmul(self, a, b)
     }
     /// A constant that is the right operand of a MatMul, prepared once at load for the device's
     /// kernels (the CPU packs a 2-D f32/f16 weight for its matrix-vector kernel beside the
@@ -211,4 +202,23 @@ pub trait Backend {
         axis: usize,
         eps: f32,
     ) -> Result<Self::Tensor>;
+}
+
+/// `matmul(a, transpose(b))` with the last two axes of `b` swapped: the two ops that
+/// [`Backend::matmul_transposed_b`] stands for, and its default.
+pub fn transpose_then_matmul<B: Backend + ?Sized>(
+    be: &B,
+    a: &B::Tensor,
+    b: &B::Tensor,
+) -> Result<B::Tensor> {
+    let r = be.shape(b).len();
+    if r < 2 {
+        crate::bail!(
+            "MatMul: a transposed right operand needs rank 2 or more, got shape {:?}",
+            be.shape(b)
+        );
+    }
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    be.matmul(a, &be.transpose(b, &perm)?)
 }

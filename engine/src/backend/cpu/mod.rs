@@ -442,19 +442,10 @@ impl Backend for CpuBackend {
     }
 
     fn matmul_transposed_b(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        if let Some(t) = linalg::matvec_transposed_b(self, a, b)? {
-            return Ok(t);
+        match linalg::matvec_transposed_b(self, a, b)? {
+            Some(t) => Ok(t),
+            None => crate::backend::transpose_then_matmul(self, a, b),
         }
-        let r = b.shape().len();
-        if r < 2 {
-            crate::bail!(
-                "MatMul: a transposed right operand needs rank 2 or more, got shape {:?}",
-                b.shape()
-            );
-        }
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        self.matmul(a, &self.transpose(b, &perm)?)
     }
 
     /// Packs every 2-D f32/f16 weight at least a panel wide, for any thread count. With more
