@@ -310,16 +310,26 @@ impl<B: Backend> Executor<B> {
         for (slot, t) in &self.constants {
             values[*slot] = Some(t.clone());
         }
-        for (name, slot) in &self.inputs {
-            let t = inputs
-                .iter()
-                .find(|(n, _)| n == name)
-                .ok_or_else(|| Error::msg(format!("graph input {name:?} was not given a value")))?;
+        // Callers give the inputs in the graph's order (a decode step: 63 of them), so each is
+        // found at its own index first; a search over all of them only for the others.
+        let mut in_order = inputs.len() == self.inputs.len();
+        for (i, (name, slot)) in self.inputs.iter().enumerate() {
+            let t = match inputs.get(i).filter(|(n, _)| n == name) {
+                Some(t) => t,
+                None => {
+                    in_order = false;
+                    inputs.iter().find(|(n, _)| n == name).ok_or_else(|| {
+                        Error::msg(format!("graph input {name:?} was not given a value"))
+                    })?
+                }
+            };
             values[*slot] = Some(t.1.clone());
         }
-        for (name, _) in inputs {
-            if !self.inputs.iter().any(|(n, _)| n == name) {
-                return Err(Error::msg(format!("{name:?} is not a graph input")));
+        if !in_order {
+            for (name, _) in inputs {
+                if !self.inputs.iter().any(|(n, _)| n == name) {
+                    return Err(Error::msg(format!("{name:?} is not a graph input")));
+                }
             }
         }
         for (k, step) in self.steps.iter().enumerate() {

@@ -293,12 +293,16 @@ impl<B: Backend> Session<B> {
             inputs.push((&l.past_value, v.clone()));
         }
         let outs = self.exec.run_traced(&inputs, trace)?;
-        let names: Vec<&str> = self.exec.output_names().collect();
+        let names: std::collections::HashMap<&str, usize> = self
+            .exec
+            .output_names()
+            .enumerate()
+            .map(|(i, n)| (n, i))
+            .collect();
         let get = |name: &str| -> Result<&B::Tensor> {
             names
-                .iter()
-                .position(|n| *n == name)
-                .map(|i| &outs[i])
+                .get(name)
+                .map(|&i| &outs[i])
                 .ok_or_else(|| Error::msg(format!("graph output {name:?} missing")))
         };
         let logits = b.download(get(&self.io.logits)?)?;

@@ -1633,6 +1633,40 @@ fn matmul_inner_dim_mismatch_names_node() {
 // =============================================================================================
 // Gather, Reshape, Transpose, Concat
 
+/// The executor takes its inputs by name in any order (in the graph's order it finds each at its
+/// own index); a missing one and one the graph does not have are errors naming it.
+#[test]
+fn graph_inputs_are_matched_by_name_in_any_order() {
+    let (a, b) = (f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[10.0, 20.0]));
+    let mut g = Graph::new(17);
+    g.feed("a", a.clone())
+        .feed("b", b.clone())
+        .node("sub", "Sub", "", &["a", "b"], &["y"], vec![])
+        .output("y");
+    let want = [-9.0, -18.0];
+    for feeds in [
+        vec![("a", a.clone()), ("b", b.clone())],
+        vec![("b", b.clone()), ("a", a.clone())],
+    ] {
+        expect_f32(&g.run_feeds(&feeds).unwrap()[0], &[2], &want, 0.0);
+    }
+    let err = g.run_feeds(&[("a", a.clone())]).unwrap_err().to_string();
+    assert!(
+        err.contains("graph input \"b\" was not given a value"),
+        "{err}"
+    );
+    let err = g
+        .run_feeds(&[("a", a.clone()), ("b", b.clone()), ("c", b.clone())])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"c\" is not a graph input"), "{err}");
+    let err = g.run_feeds(&[("a", a), ("c", b)]).unwrap_err().to_string();
+    assert!(
+        err.contains("graph input \"b\" was not given a value"),
+        "{err}"
+    );
+}
+
 /// A Transpose of the last two axes read only by a MatMul is fused into it (one step fewer,
 /// the same bits); read by anything else too, or with another perm, it is left alone; an
 /// error in the fused step names both nodes.

@@ -334,6 +334,14 @@ impl Graph {
         Ok(Executor::new(&model, CpuBackend::new(1)?)?.num_steps())
     }
 
+    /// Runs the graph on one CPU thread with `feeds` given as they are (order, extras, gaps):
+    /// what `Executor::run` makes of its caller's input list.
+    #[allow(dead_code)]
+    pub fn run_feeds(&self, feeds: &[(&str, Tensor)]) -> Result<Vec<Tensor>> {
+        let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
+        Executor::new(&model, CpuBackend::new(1)?)?.run(feeds)
+    }
+
     pub fn run(&self, threads: usize) -> Result<Vec<Tensor>> {
         let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
         let feeds: Vec<(&str, Tensor)> = self
