@@ -446,15 +446,14 @@ impl<B: Backend> Executor<B> {
     /// `trace` summed per op type, largest first.
     pub fn op_times(&self, trace: &OpTrace) -> Vec<OpTime> {
         let mut by: Vec<OpTime> = Vec::new();
-        for (step, &ns) in self.steps.iter().zip(&trace.step_ns) {
-            let ms = ns as f64 / 1e6 / trace.runs.max(1) as f64;
-            match by.iter_mut().find(|o| o.op_type == step.op_type) {
+        for (_, op_type, ms) in self.node_times(trace) {
+            match by.iter_mut().find(|o| o.op_type == op_type) {
                 Some(o) => {
                     o.nodes += 1;
                     o.ms_per_run += ms;
                 }
                 None => by.push(OpTime {
-                    op_type: step.op_type.clone(),
+                    op_type,
                     nodes: 1,
                     ms_per_run: ms,
                 }),
@@ -464,8 +463,8 @@ impl<B: Backend> Executor<B> {
         by
     }
 
-    /// The `n` slowest nodes of `trace`, as (node name, op type, mean ms per traced run).
-    pub fn slowest_nodes(&self, trace: &OpTrace, n: usize) -> Vec<(String, String, f64)> {
+    /// Every node of `trace`, slowest first, as (node name, op type, mean ms per traced run).
+    pub fn node_times(&self, trace: &OpTrace) -> Vec<(String, String, f64)> {
         let mut v: Vec<(String, String, f64)> = self
             .steps
             .iter()
@@ -476,7 +475,6 @@ impl<B: Backend> Executor<B> {
             })
             .collect();
         v.sort_by(|a, b| b.2.total_cmp(&a.2));
-        v.truncate(n);
         v
     }
 }

@@ -130,7 +130,7 @@ impl<B: Backend> Session<B> {
         let in_ops: f64 = ops.iter().map(|o| o.ms_per_run).sum();
         let slowest_other = self
             .exec
-            .slowest_nodes(&t.ops, usize::MAX)
+            .node_times(&t.ops)
             .into_iter()
             .filter(|(_, op, _)| op != "MatMul")
             .take(10)
