@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::broadcast::Bcast;
-use super::matvec::PANEL;
+use super::matvec::{PANEL, STREAMS};
 use super::{CpuBackend, Int, Panels, out_numel};
 use crate::bail;
 use crate::error::{Error, Result};
@@ -246,15 +246,18 @@ fn panels_matvec(be: &CpuBackend, a: &Tensor, p: &Panels) -> Result<Data> {
     let mut y = vec![0f32; n];
     let panels = p.panels();
     let threads = be.threads();
+    // Blocks are whole groups of STREAMS panels, which the kernel reads together.
+    let groups = panels.div_ceil(STREAMS);
     let blocks = if threads > 1 && k * n >= GEMV_PAR_MIN {
-        panels.min(threads * BLOCKS_PER_THREAD)
+        groups.min(threads * BLOCKS_PER_THREAD)
     } else {
         1
     };
     let mut work: Vec<((usize, usize), &mut [f32])> = Vec::with_capacity(blocks);
     let mut rest = &mut y[..];
     for b in 0..blocks {
-        let (p0, p1) = (b * panels / blocks, (b + 1) * panels / blocks);
+        let (g0, g1) = (b * groups / blocks, (b + 1) * groups / blocks);
+        let (p0, p1) = (g0 * STREAMS, (g1 * STREAMS).min(panels));
         let cols = (p1 * PANEL).min(n) - p0 * PANEL;
         let (mine, tail) = rest.split_at_mut(cols);
         work.push(((p0, p1), mine));

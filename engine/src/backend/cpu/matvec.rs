@@ -77,8 +77,16 @@ pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &
     }
 }
 
-/// Columns per panel of a packed weight ([`Panels`]): eight AVX registers of f32 sums.
-pub(crate) const PANEL: usize = 64;
+/// Columns per panel of a packed weight ([`Panels`]): four AVX registers of f32 sums.
+pub(crate) const PANEL: usize = 32;
+
+/// Panels the kernel reads at once ([`x86::panels_avx2`]): `STREAMS` sequential streams of
+/// memory in flight instead of one, twelve registers of sums. A decode step is bound by how
+/// fast one core can pull the weights from memory, and on a VM whose memory latency is high that
+/// depends on the reads in flight more than on the bytes: on the Intel Xeon VM (5-7 GB/s per
+/// core) a read loop over 1, 2 and 4 interleaved streams pulled 6.9, 8.7 and 8.9 GB/s on one
+/// thread and 10.9, 14.5 and 15.6 GB/s on two (`engine bandwidth` measures both).
+pub(crate) const STREAMS: usize = 3;
 
 /// A constant `[k, n]` weight re-laid, once at load, in the order the decode step reads it:
 /// column panels of [`PANEL`] columns, each panel's `k` rows of `PANEL` values contiguous (the
@@ -185,14 +193,25 @@ fn panel_blocks<T: Widen>(x: &[f32], w: &[T], k: usize, y: &mut [f32]) {
         y.fill(0.0);
         return;
     }
-    for (panel, out) in w.chunks_exact(k * PANEL).zip(y.chunks_mut(PANEL)) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked); `panel` holds k rows of PANEL
-            // values and `out` at most PANEL.
-            unsafe { x86::panel_avx2(x, panel, k, out) };
-            continue;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // STREAMS panels at a time, then the one or two left.
+        let group = k * PANEL * STREAMS;
+        let (mut w, mut y) = (w, y);
+        while w.len() >= group {
+            let (ours, rest) = y.split_at_mut(y.len().min(PANEL * STREAMS));
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked); `w` starts with STREAMS panels
+            // of k rows of PANEL values, and `ours` holds at most their columns.
+            unsafe { x86::panels_avx2::<T, STREAMS>(x, &w[..group], k, ours) };
+            (w, y) = (&w[group..], rest);
         }
+        for (panel, out) in w.chunks_exact(k * PANEL).zip(y.chunks_mut(PANEL)) {
+            // SAFETY: as above, one panel.
+            unsafe { x86::panels_avx2::<T, 1>(x, panel, k, out) };
+        }
+        return;
+    }
+    for (panel, out) in w.chunks_exact(k * PANEL).zip(y.chunks_mut(PANEL)) {
         // A panel is a row-major `[k, PANEL]` block: the row-major kernel without AVX2 sums its
         // columns in the same order as on the unpacked weight.
         T::portable(x, panel, PANEL, k, out);
@@ -369,33 +388,46 @@ mod x86 {
         }
     }
 
-    /// One panel: `out[j] = Σ_i x[i] · panel[i][j]`, the `PANEL` sums kept in eight registers
-    /// over all `k` rows, one fused multiply-add per row in row order.
+    /// `S` consecutive panels at once: `out[p·PANEL + j] = Σ_i x[i] · panel_p[i][j]`, the
+    /// `S · PANEL` sums kept in registers over all `k` rows, one fused multiply-add per row in
+    /// row order (so the bits of one panel at a time, and of the row-major kernel). Reading the
+    /// `S` panels row by row keeps `S` sequential streams in flight.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `k ≥ 1`, `x.len() >= k`,
-    /// `panel.len() == k * PANEL`, `out.len() <= PANEL`.
+    /// `panels.len() == S * k * PANEL`, `out.len() <= S * PANEL`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn panel_avx2<T: Widen>(x: &[f32], panel: &[T], k: usize, out: &mut [f32]) {
+    pub unsafe fn panels_avx2<T: Widen, const S: usize>(
+        x: &[f32],
+        panels: &[T],
+        k: usize,
+        out: &mut [f32],
+    ) {
         const P: usize = super::PANEL;
-        let wp = panel.as_ptr();
-        let mut acc = [_mm256_setzero_ps(); P / 8];
+        debug_assert_eq!(panels.len(), S * k * P);
+        let wp = panels.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); P / 8]; S];
         for (i, &xi) in x[..k].iter().enumerate() {
             let v = _mm256_set1_ps(xi);
-            // SAFETY: row i of the panel is panel[i * P .. i * P + P], in bounds for i < k.
-            let row = unsafe { wp.add(i * P) };
-            for (j, a) in acc.iter_mut().enumerate() {
-                // SAFETY: 8 * j + 8 <= P values of the row.
-                *a = _mm256_fmadd_ps(v, unsafe { T::load8(row.add(8 * j)) }, *a);
+            for (s, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: row i of panel s is panels[(s * k + i) * P ..][..P], in bounds for
+                // i < k and s < S.
+                let row = unsafe { wp.add((s * k + i) * P) };
+                for (j, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: 8 * j + 8 <= P values of the row.
+                    *a = _mm256_fmadd_ps(v, unsafe { T::load8(row.add(8 * j)) }, *a);
+                }
             }
         }
-        let mut all = [0f32; P];
-        for (j, a) in acc.iter().enumerate() {
-            // SAFETY: all holds P = 8 * (P / 8) floats.
-            unsafe { _mm256_storeu_ps(all.as_mut_ptr().add(8 * j), *a) };
+        let mut all = [[0f32; P]; S];
+        for (sums, acc) in all.iter_mut().zip(&acc) {
+            for (j, a) in acc.iter().enumerate() {
+                // SAFETY: sums holds P = 8 * (P / 8) floats.
+                unsafe { _mm256_storeu_ps(sums.as_mut_ptr().add(8 * j), *a) };
+            }
         }
         let n = out.len();
-        out.copy_from_slice(&all[..n]);
+        out.copy_from_slice(&all.as_flattened()[..n]);
     }
 }
 
