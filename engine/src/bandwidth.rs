@@ -5,10 +5,16 @@
 //!
 //! Only reads are timed (STREAM's kernels also write; a decode step's weights are only read).
 //! The buffer comes from the same allocator as the weights, so it gets the same page size.
-//! Each thread sums its own contiguous share with the loads the matrix-vector kernel uses
-//! (32 bytes, four independent sums; 16 portable lanes without AVX2, which on the CI machine
-//! read 10-15 % slower); a pass ends when the slowest thread is done, and the figure is the
-//! median pass of `passes` after one untimed pass.
+//! Each thread sums its own contiguous share as the matrix-vector kernel reads a block of packed
+//! weights: [`STREAMS`] sequential streams in turn (a cache line of each per step, 32-byte
+//! loads; 16 portable lanes over one stream without AVX2, which on the CI machine read 10-15 %
+//! slower). One stream per thread is not this machine's ceiling where memory latency is high:
+//! on the Intel Xeon VM one stream read 6.9 GB/s and four 8.9 on one core, and the decode
+//! step, reading six panels at once, streamed 119 % of a one-stream probe. A pass ends when the
+//! slowest thread is done, and the figure is the median pass of `passes` after one untimed
+//! pass.
+
+use crate::backend::cpu::STREAMS;
 
 use std::time::Instant;
 
@@ -88,18 +94,28 @@ fn sum(x: &[f32]) -> f32 {
 #[target_feature(enable = "avx2")]
 unsafe fn sum_avx2(x: &[f32]) -> f32 {
     use std::arch::x86_64::*;
+    const S: usize = STREAMS;
+    // S equal contiguous ranges read in turn, 16 floats (one cache line) of each per step.
+    let per = x.len() / S / 16 * 16;
+    let xp = x.as_ptr();
     let mut acc = [_mm256_setzero_ps(); 4];
-    for c in x.chunks_exact(32) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: c holds 32 floats, so c[8j..8j+8] is in bounds.
-            *a = _mm256_add_ps(*a, unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * j)) });
+    let mut i = 0;
+    while i < per {
+        for s in 0..S {
+            // SAFETY: s * per + i + 16 <= S * per <= x.len().
+            unsafe {
+                let p = xp.add(s * per + i);
+                acc[s % 2] = _mm256_add_ps(acc[s % 2], _mm256_loadu_ps(p));
+                acc[2 + s % 2] = _mm256_add_ps(acc[2 + s % 2], _mm256_loadu_ps(p.add(8)));
+            }
         }
+        i += 16;
     }
     let mut out = [0f32; 8];
     let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     // SAFETY: out holds 8 floats.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
-    out.iter().sum::<f32>() + x.chunks_exact(32).remainder().iter().sum::<f32>()
+    out.iter().sum::<f32>() + x[S * per..].iter().sum::<f32>()
 }
 
 #[cfg(test)]
@@ -120,8 +136,11 @@ mod tests {
 
     #[test]
     fn the_sum_reads_every_value() {
-        let x: Vec<f32> = (0..48).map(|i| i as f32).collect();
-        assert_eq!(sum(&x), (0..48).sum::<i32>() as f32);
+        // Every stream's whole lines and a tail past the last whole line of each.
+        let n = STREAMS * 48 + 13;
+        let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();
+        let want: f32 = (0..n).map(|i| (i % 97) as f32).sum();
+        assert_eq!(sum(&x), want);
     }
 
     #[test]

@@ -9,11 +9,12 @@
 //! `y[j..j+8]` with fused multiply-adds, so `y` (at most 49152 floats for the vocabulary
 //! projection) is loaded and stored once per four rows of `W`. That kernel serves products
 //! whose right operand is not a constant. Constant weights are packed once at load into
-//! [`Panels`] (64 columns × all rows, contiguous): with several threads each takes blocks of
+//! [`Panels`] (16 columns × all rows, contiguous): with several threads each takes blocks of
 //! columns, and a block of the row-major layout is a short piece of every row while a block of
-//! panels is one stream; on one thread the panel kernel keeps its 64 sums in registers over
-//! all rows (no `y` traffic), which the AMD EPYC VM decodes 10-20 % faster on (the Intel Xeon
-//! VM measured both alike).
+//! panels is a few streams; the panel kernel reads [`STREAMS`] panels at once and keeps their
+//! sums in registers over all rows (no `y` traffic), which the AMD EPYC VM decoded 10-20 %
+//! faster on than the row-major kernel with one panel at a time, and the Intel Xeon VM 40-50 %
+//! faster with six at a time.
 //!
 //! f16 weights ([`matvec_f16`]) are widened to f32 in registers with F16C and summed in f32.
 //!
@@ -77,16 +78,20 @@ pub fn matvec_f16(x: &[f16], (w, ldw): (&[f16], usize), k: usize, n: usize, y: &
     }
 }
 
-/// Columns per panel of a packed weight ([`Panels`]): four AVX registers of f32 sums.
-pub(crate) const PANEL: usize = 32;
+/// Columns per panel of a packed weight ([`Panels`]): two AVX registers of f32 sums.
+pub(crate) const PANEL: usize = 16;
 
 /// Panels the kernel reads at once ([`x86::panels_avx2`]): `STREAMS` sequential streams of
 /// memory in flight instead of one, twelve registers of sums. A decode step is bound by how
-/// fast one core can pull the weights from memory, and on a VM whose memory latency is high that
-/// depends on the reads in flight more than on the bytes: on the Intel Xeon VM (5-7 GB/s per
+/// fast a core pulls the weights from memory, and on a VM whose memory latency is high that
+/// depends on the reads in flight more than on the bytes: on the Intel Xeon VM (5-8 GB/s per
 /// core) a read loop over 1, 2 and 4 interleaved streams pulled 6.9, 8.7 and 8.9 GB/s on one
-/// thread and 10.9, 14.5 and 15.6 GB/s on two (`engine bandwidth` measures both).
-pub(crate) const STREAMS: usize = 3;
+/// thread and 10.9, 14.5 and 15.6 GB/s on two. SmolLM2 decode, two threads, each layout against
+/// the next in one interleaved run (`goldens/speed/streams/`): one 64-column panel (before) →
+/// three of 32 columns +24 % → six of 16 +15 % more; four of 32 (16 registers: spills), two of
+/// 32, eight of 16 (spills), four of 16 and twelve of 8 were 0.90-1.00 of the layout they were
+/// measured against. One thread: three of 32 +24 %, six of 16 a further +17 %.
+pub(crate) const STREAMS: usize = 6;
 
 /// A constant `[k, n]` weight re-laid, once at load, in the order the decode step reads it:
 /// column panels of [`PANEL`] columns, each panel's `k` rows of `PANEL` values contiguous (the
@@ -94,13 +99,13 @@ pub(crate) const STREAMS: usize = 3;
 /// threads of a product each read one contiguous range however the columns are shared out (a
 /// block of columns of the row-major layout is a short piece of every row: on the CI machine
 /// two threads streamed 5 % more with contiguous halves than with half-rows, and narrower
-/// blocks were slower still), and the kernel keeps a panel's 64 sums in registers for all `k`
+/// blocks were slower still), and the kernel keeps a panel's 16 sums in registers for all `k`
 /// rows instead of loading and storing `y` every four rows.
 ///
 /// Each output is still summed over `i` in order, with one rounding per multiply-add on the
 /// FMA path, and without AVX2 each panel goes through the row-major portable kernels (a panel is
-/// a row-major `[k, 64]` block): either way the same bits as [`matvec_f32`] / [`matvec_f16`] on
-/// the row-major weight, so packing (two threads and more) never changes a product.
+/// a row-major `[k, PANEL]` block): either way the same bits as [`matvec_f32`] / [`matvec_f16`] on
+/// the row-major weight, so packing never changes a product.
 pub struct Panels {
     k: usize,
     n: usize,
@@ -541,7 +546,9 @@ mod tests {
             matvec_f32(&x, (&w, n), k, n, &mut want);
             let p = Panels::f32(&w, k, n);
             assert_eq!((p.k(), p.n(), p.panels()), (k, n, n.div_ceil(PANEL)));
-            for (p0, p1) in [(0, p.panels()), (0, 1), (p.panels() - 1, p.panels())] {
+            // Whole groups of STREAMS panels, a group and a remainder, single panels.
+            let mid = (1, p.panels().min(1 + STREAMS + 2));
+            for (p0, p1) in [(0, p.panels()), (0, 1), mid, (p.panels() - 1, p.panels())] {
                 let c0 = p0 * PANEL;
                 let mut got = vec![0f32; (p1 * PANEL).min(n) - c0];
                 p.matvec(&x, (p0, p1), &mut got);

@@ -58,6 +58,7 @@ mod layout;
 mod linalg;
 mod matvec;
 pub use matvec::Panels;
+pub(crate) use matvec::STREAMS;
 mod norm;
 mod reduce;
 #[cfg(test)]
