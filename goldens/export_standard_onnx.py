@@ -1,6 +1,7 @@
 """Builds a standard-op ONNX export of SmolLM2-135M-Instruct from the pinned GGUF, with
 `onnx.helper`: the graph an optimum-style exporter would write (plain MatMul, Softmax,
-Concat/Expand KV, RoPE from Cos/Sin, a causal mask from Range/LessOrEqual/Where), with
+Concat/Expand KV, RoPE from Cos/Sin, a causal mask from Range/LessOrEqual/Where in the cache's
+frame, so a left-padded cache with its padding masked out decodes the same), with
 `past_key_values.N.key|value` inputs and `present.N.key|value` outputs, and none of the node or
 initializer names the engine's own converter (`engine convert`) writes. It is the package the
 engine's generic executor must run on every backend: the fused CUDA llama path does not
@@ -95,6 +96,7 @@ def build(gguf_path, tokenizer_from, out_dir):
     g.const("axes_1", np.array([1], np.int64))
     g.const("axes_2", np.array([2], np.int64))
     g.const("axes_01", np.array([0, 1], np.int64))
+    g.const("axes_02", np.array([0, 2], np.int64))
     g.const("axes_3", np.array([3], np.int64))
     g.const("zero_i", np.array(0, np.int64))
     g.const("one_i", np.array(1, np.int64))
@@ -126,12 +128,18 @@ def build(gguf_path, tokenizer_from, out_dir):
     cos = g.op("Unsqueeze", [g.op("Cos", [emb], "rope/cos0"), "axes_1"], "rope/cos")
     sin = g.op("Unsqueeze", [g.op("Sin", [emb], "rope/sin0"), "axes_1"], "rope/sin")
 
-    # Causal mask over the whole cache: query at position p sees keys 0..=p that the
-    # attention mask keeps. [1, 1, s, T], 0 or the most negative float.
+    # Causal mask over the whole cache, in the cache's own frame (as transformers builds it
+    # from the cache positions, not from position_ids): query i of s sits at key index
+    # T - s + i and sees keys 0..=T-s+i that the attention mask keeps. [1, 1, s, T], 0 or the
+    # most negative float. With no padding this is "keys 0..=position"; with a left-padded cache
+    # (padding masked out by attention_mask, position_ids the true positions) it still is, so
+    # a runtime may run every step at one fixed cache length.
     total = g.op("Gather", [g.op("Shape", ["attention_mask"], "mask/shape"), "idx_1"], "mask/total", axis=0)
+    seq = g.op("Gather", [g.op("Shape", ["input_ids"], "mask/ids_shape"), "idx_1"], "mask/seq", axis=0)
     keys = g.op("Range", ["zero_i", total, "one_i"], "mask/keys")
     keys3 = g.op("Unsqueeze", [keys, "axes_01"], "mask/keys3")
-    posq = g.op("Unsqueeze", ["position_ids", "axes_2"], "mask/posq")
+    qidx = g.op("Range", [g.op("Sub", [total, seq], "mask/first_q"), total, "one_i"], "mask/qidx")
+    posq = g.op("Unsqueeze", [qidx, "axes_02"], "mask/posq")
     causal = g.op("LessOrEqual", [keys3, posq], "mask/causal")
     kept = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], "mask/bool", to=TensorProto.BOOL), "axes_1"], "mask/kept")
     allowed = g.op("And", [causal, kept], "mask/allowed")
