@@ -9,6 +9,9 @@
 //! as a decode step streams its layers (one weight reused would sit in L2 and time the
 //! arithmetic, not the stream; at the L2's edge a process's physical pages would set its speed:
 //! harness/STATS.md section 1). Throughput in bytes of weight: the stream's GB/s.
+//! `matvec/{dtype}_packed/{k}x{n}`: the same on weights packed into panels at load
+//! (`Backend::prepare_weight`), the kernel every decode step runs on constant weights; the
+//! unpacked row stays for products whose right operand is computed.
 
 mod common;
 
@@ -63,6 +66,16 @@ fn matvec(c: &mut Criterion) {
             g.bench(dname, format!("{k}x{n}"), || {
                 next = (next + 1) % ws.len();
                 cpu.matmul(black_box(&a), black_box(&ws[next]))
+            });
+            // The same weights packed at load, as the executor does for every constant weight:
+            // the kernel a decode step runs (six panels read at once).
+            let packed: Vec<_> = ws
+                .iter()
+                .map(|w| cpu.prepare_weight(w).expect("pack weight"))
+                .collect();
+            g.bench(format!("{dname}_packed"), format!("{k}x{n}"), || {
+                next = (next + 1) % packed.len();
+                cpu.matmul(black_box(&a), black_box(&packed[next]))
             });
         }
     }
