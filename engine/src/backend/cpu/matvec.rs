@@ -12,9 +12,9 @@
 //! [`Panels`] (16 columns × all rows, contiguous): with several threads each takes blocks of
 //! columns, and a block of the row-major layout is a short piece of every row while a block of
 //! panels is a few streams; the panel kernel reads [`STREAMS`] panels at once and keeps their
-//! sums in registers over all rows (no `y` traffic), which the AMD EPYC VM decoded 10-20 %
-//! faster on than the row-major kernel with one panel at a time, and the Intel Xeon VM 40-50 %
-//! faster with six at a time.
+//! sums in registers over all rows (no `y` traffic). With one 64-column panel at a time the AMD
+//! EPYC VM decoded 10-20 % faster than on the row-major kernel; six 16-column panels at a time
+//! decoded 41-43 % faster than one 64-column panel on the Intel Xeon VM.
 //!
 //! f16 weights ([`matvec_f16`]) are widened to f32 in registers with F16C and summed in f32.
 //!
@@ -84,8 +84,8 @@ pub(crate) const PANEL: usize = 16;
 /// Panels the kernel reads at once ([`x86::panels_avx2`]): `STREAMS` sequential streams of
 /// memory in flight instead of one, twelve registers of sums. A decode step is bound by how
 /// fast a core pulls the weights from memory, and on a VM whose memory latency is high that
-/// depends on the reads in flight more than on the bytes: on the Intel Xeon VM (5-8 GB/s per
-/// core) a read loop over 1, 2 and 4 interleaved streams pulled 6.9, 8.7 and 8.9 GB/s on one
+/// depends on the reads in flight more than on the bytes: on the Intel Xeon VM (5-17 GB/s per
+/// core within one session) a read loop over 1, 2 and 4 interleaved streams pulled 6.9, 8.7 and 8.9 GB/s on one
 /// thread and 10.9, 14.5 and 15.6 GB/s on two. SmolLM2 decode, two threads, each layout against
 /// the next in one interleaved run (`goldens/speed/streams/`): one 64-column panel (before) →
 /// three of 32 columns +24 % → six of 16 +15 % more; four of 32 (16 registers: spills), two of
@@ -200,7 +200,7 @@ fn panel_blocks<T: Widen>(x: &[f32], w: &[T], k: usize, y: &mut [f32]) {
     }
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        // STREAMS panels at a time, then the one or two left.
+        // STREAMS panels at a time, then those left (fewer than STREAMS) one by one.
         let group = k * PANEL * STREAMS;
         let (mut w, mut y) = (w, y);
         while w.len() >= group {
