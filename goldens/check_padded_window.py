@@ -71,7 +71,7 @@ def main() -> int:
     # The fixed window: WINDOW past positions, the real ones at the right end.
     W = a.window
     past = {k: np.concatenate([np.zeros((1, kvh, W - n, d), np.float32), v], axis=2) for k, v in cache0.items()}
-    win, logits, worst = [], logits0, 0.0
+    win, logits = [], logits0
     for step in range(a.tokens):
         t = int(np.argmax(logits))
         win.append(t)
