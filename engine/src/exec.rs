@@ -306,6 +306,16 @@ impl<B: Backend> Executor<B> {
             t.step_ns.resize(self.steps.len(), 0);
             t.runs += 1;
         }
+        let mut values = self.bind_inputs(inputs)?;
+        for (k, step) in self.steps.iter().enumerate() {
+            self.run_one(k, &mut values, &step.frees, trace.as_deref_mut(), None)?;
+        }
+        self.collect_outputs(&values)
+    }
+
+    /// Places the constants and `inputs` (by name, as [`Executor::run`] takes them) into a
+    /// fresh value table.
+    fn bind_inputs(&self, inputs: &[(&str, B::Tensor)]) -> Result<Vec<Option<B::Tensor>>> {
         let mut values: Vec<Option<B::Tensor>> = vec![None; self.n_slots];
         for (slot, t) in &self.constants {
             values[*slot] = Some(t.clone());
@@ -332,28 +342,50 @@ impl<B: Backend> Executor<B> {
                 }
             }
         }
-        for (k, step) in self.steps.iter().enumerate() {
-            let start = trace.is_some().then(std::time::Instant::now);
-            let outs = {
-                let ins: Vec<Option<&B::Tensor>> = step
-                    .inputs
-                    .iter()
-                    .map(|s| s.and_then(|s| values[s].as_ref()))
-                    .collect();
-                run_step(&self.backend, step, &ins)?
+        Ok(values)
+    }
+
+    /// Runs plan step `k` over `values`, then drops the slots in `frees`. With `probe`, asks the
+    /// backend afterwards whether the step worked on the host ([`Backend::take_host_work`]).
+    fn run_one(
+        &self,
+        k: usize,
+        values: &mut [Option<B::Tensor>],
+        frees: &[usize],
+        trace: Option<&mut OpTrace>,
+        probe: Option<&mut [StepMode]>,
+    ) -> Result<()> {
+        let step = &self.steps[k];
+        let start = trace.is_some().then(std::time::Instant::now);
+        let outs = {
+            let ins: Vec<Option<&B::Tensor>> = step
+                .inputs
+                .iter()
+                .map(|s| s.and_then(|s| values[s].as_ref()))
+                .collect();
+            run_step(&self.backend, step, &ins)?
+        };
+        if let (Some(t), Some(start)) = (trace, start) {
+            t.step_ns[k] += start.elapsed().as_nanos() as u64;
+        }
+        if let Some(p) = probe {
+            p[k] = match self.backend.take_host_work() {
+                Some(why) => StepMode::Host(why),
+                None => StepMode::Device,
             };
-            if let (Some(t), Some(start)) = (trace.as_deref_mut(), start) {
-                t.step_ns[k] += start.elapsed().as_nanos() as u64;
-            }
-            for (slot, value) in step.outputs.iter().zip(outs) {
-                if let (Some(slot), Some(value)) = (slot, value) {
-                    values[*slot] = Some(value);
-                }
-            }
-            for &s in &step.frees {
-                values[s] = None;
+        }
+        for (slot, value) in step.outputs.iter().zip(outs) {
+            if let (Some(slot), Some(value)) = (slot, value) {
+                values[*slot] = Some(value);
             }
         }
+        for &s in frees {
+            values[s] = None;
+        }
+        Ok(())
+    }
+
+    fn collect_outputs(&self, values: &[Option<B::Tensor>]) -> Result<Vec<B::Tensor>> {
         self.outputs
             .iter()
             .map(|(name, slot)| {
@@ -362,6 +394,182 @@ impl<B: Backend> Executor<B> {
                     .ok_or_else(|| Error::msg(format!("graph output {name:?} was not computed")))
             })
             .collect()
+    }
+
+    /// Runs the graph once on `inputs` and specialises the plan to their shapes: every step
+    /// whose outputs follow from the constants and the input *shapes* alone (`Shape`, `Size`
+    /// and everything computed only from them and from constants: a decoder's shape
+    /// arithmetic, ranges and causal mask) is computed here once and kept as a value; the
+    /// steps that read input values stay. [`Executor::run_specialised`] then runs only those,
+    /// on inputs of exactly these shapes: a decode step at a fixed cache length (a window) is
+    /// the same plan every time, and its remaining steps are device work a CUDA graph can
+    /// capture. Returns the plan and this run's outputs.
+    pub fn specialise(
+        &self,
+        inputs: &[(&str, B::Tensor)],
+    ) -> Result<(Specialised<B::Tensor>, Vec<B::Tensor>)> {
+        let mut values = self.bind_inputs(inputs)?;
+        let mut fixed = vec![false; self.n_slots];
+        for (slot, _) in &self.constants {
+            fixed[*slot] = true;
+        }
+        let mut kept = Vec::new();
+        for (k, step) in self.steps.iter().enumerate() {
+            // Nothing is freed here: a folded value may be read by a kept step much later.
+            self.run_one(k, &mut values, &[], None, None)?;
+            let reads_shape_only = matches!(step.op, Op::Shape { .. } | Op::Size);
+            if reads_shape_only || step.inputs.iter().flatten().all(|&s| fixed[s]) {
+                for &o in step.outputs.iter().flatten() {
+                    fixed[o] = true;
+                }
+            } else {
+                kept.push(k);
+            }
+        }
+        let outputs = self.collect_outputs(&values)?;
+        // Values the kept steps or the outputs read, and that no kept step computes.
+        let mut needed = vec![false; self.n_slots];
+        for &k in &kept {
+            for &i in self.steps[k].inputs.iter().flatten() {
+                needed[i] = true;
+            }
+        }
+        for (_, i) in &self.outputs {
+            needed[*i] = true;
+        }
+        let folded: Vec<(usize, B::Tensor)> = values
+            .iter()
+            .enumerate()
+            .filter(|&(i, v)| needed[i] && fixed[i] && v.is_some())
+            .filter_map(|(i, v)| v.clone().map(|v| (i, v)))
+            .collect();
+        let mut pinned = vec![false; self.n_slots];
+        for (i, _) in &folded {
+            pinned[*i] = true;
+        }
+        for (_, i) in &self.outputs {
+            pinned[*i] = true;
+        }
+        let mut last_use: Vec<Option<usize>> = vec![None; self.n_slots];
+        for (j, &k) in kept.iter().enumerate() {
+            for &i in self.steps[k].inputs.iter().flatten() {
+                last_use[i] = Some(j);
+            }
+        }
+        let mut frees = vec![Vec::new(); kept.len()];
+        for (slot, j) in last_use.iter().enumerate() {
+            if let Some(j) = j
+                && !pinned[slot]
+            {
+                frees[*j].push(slot);
+            }
+        }
+        let shapes = self
+            .inputs
+            .iter()
+            .map(|(_, slot)| {
+                values[*slot]
+                    .as_ref()
+                    .map(|t| self.backend.shape(t).to_vec())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut mode = vec![StepMode::Folded; self.steps.len()];
+        for &k in &kept {
+            mode[k] = StepMode::Device;
+        }
+        Ok((
+            Specialised {
+                shapes,
+                steps: kept,
+                frees,
+                values: folded,
+                mode,
+            },
+            outputs,
+        ))
+    }
+
+    /// Runs `plan` (made by [`Executor::specialise`]) on `inputs`, which must have the shapes it
+    /// was made for. With `probe`, records in the plan which steps worked on the host
+    /// ([`Specialised::modes`]).
+    pub fn run_specialised(
+        &self,
+        plan: &mut Specialised<B::Tensor>,
+        inputs: &[(&str, B::Tensor)],
+        mut trace: Option<&mut OpTrace>,
+        probe: bool,
+    ) -> Result<Vec<B::Tensor>> {
+        if let Some(t) = trace.as_deref_mut() {
+            t.step_ns.resize(self.steps.len(), 0);
+            t.runs += 1;
+        }
+        let mut values = self.bind_inputs(inputs)?;
+        for ((name, slot), want) in self.inputs.iter().zip(&plan.shapes) {
+            let got = values[*slot].as_ref().map(|t| self.backend.shape(t));
+            if got != Some(want.as_slice()) {
+                return Err(Error::msg(format!(
+                    "graph input {name:?} has shape {got:?}; this plan was specialised for {want:?}"
+                )));
+            }
+        }
+        for (slot, t) in &plan.values {
+            values[*slot] = Some(t.clone());
+        }
+        if probe {
+            // Clears anything an earlier call left behind.
+            let _ = self.backend.take_host_work();
+        }
+        for (j, &k) in plan.steps.iter().enumerate() {
+            let p = probe.then_some(plan.mode.as_mut_slice());
+            self.run_one(k, &mut values, &plan.frees[j], trace.as_deref_mut(), p)?;
+        }
+        self.collect_outputs(&values)
+    }
+
+    /// Per plan step: name and op type (in the order of [`Specialised::modes`]).
+    pub fn step_names(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.steps
+            .iter()
+            .map(|s| (s.name.as_str(), s.op_type.as_str()))
+    }
+}
+
+/// How one plan step runs in a [`Specialised`] plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepMode {
+    /// Computed once when the plan was specialised (shape arithmetic and what follows from it).
+    Folded,
+    /// Runs each time, as device work only (on a device backend: capturable in a CUDA graph).
+    Device,
+    /// Runs each time and did work on the host the last time it was probed: why.
+    Host(String),
+}
+
+/// A plan specialised on one set of input shapes ([`Executor::specialise`]).
+pub struct Specialised<T> {
+    /// Per graph input (declaration order), the shape this plan was made for.
+    shapes: Vec<Vec<usize>>,
+    /// The steps that run, in plan order.
+    steps: Vec<usize>,
+    /// Per kept step, the slots to drop after it.
+    frees: Vec<Vec<usize>>,
+    /// Slots computed once (and constants the kept steps read).
+    values: Vec<(usize, T)>,
+    /// Per plan step.
+    mode: Vec<StepMode>,
+}
+
+impl<T> Specialised<T> {
+    /// Steps that run each time.
+    pub fn num_steps(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Per plan step (the executor's order, [`Executor::step_names`]): folded, device, or host
+    /// work and why (as of the last probed run).
+    pub fn modes(&self) -> &[StepMode] {
+        &self.mode
     }
 }
 

@@ -184,6 +184,10 @@ enum Command {
         /// CUDA: launch the decode step eagerly instead of replaying a captured CUDA graph.
         #[arg(long)]
         no_cuda_graph: bool,
+        /// CUDA: decode with the generic executor (any ONNX decoder) even on a package the
+        /// fused llama path recognises.
+        #[arg(long)]
+        generic: bool,
         /// Print the `engine-profile/1` JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -234,6 +238,7 @@ fn run(cli: Cli) -> Result<()> {
             decode_skip,
             threads,
             no_cuda_graph,
+            generic,
             json,
             serve,
             trace,
@@ -263,6 +268,7 @@ fn run(cli: Cli) -> Result<()> {
                 decode_skip,
                 threads,
                 cuda_graph: !no_cuda_graph,
+                generic,
                 trace,
             };
             if serve {

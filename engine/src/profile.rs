@@ -71,6 +71,8 @@ pub struct ProfileOptions {
     pub threads: usize,
     /// CUDA only: capture the decode step in a CUDA graph (false: eager launches).
     pub cuda_graph: bool,
+    /// CUDA only: the generic executor even on a package the fused decode path recognises.
+    pub generic: bool,
     /// Time every op of the timed runs' decode steps (the generic executor only, on the CPU or,
     /// as host time per op, on CUDA; see [`render_trace`]).
     pub trace: bool,
@@ -196,7 +198,7 @@ impl Profiler {
         let layers = package.io.layers.len();
         let mut runner: Box<dyn Decoder> = match opts.ep {
             Ep::Cpu => Box::new(CpuDecoder::new(&package, opts.threads)?),
-            Ep::Cuda => crate::decode::cuda_decoder(&package, opts.cuda_graph)?,
+            Ep::Cuda => crate::decode::cuda_decoder(&package, opts.cuda_graph, opts.generic)?,
         };
         for _ in 0..opts.warmups {
             runner.decode(&prompt_ids, opts.tokens)?;
@@ -341,6 +343,26 @@ pub fn render_trace(t: &crate::session::TraceReport) -> String {
         s += "  slowest nodes other than MatMul (ms/step):\n";
         for (name, op, ms) in &t.slowest_other {
             s += &format!("    {ms:>8.4}  {op:<20} {name}\n");
+        }
+    }
+    if let Some(c) = &t.capture {
+        s += &format!(
+            "capture: {}\n  {:<30} {:>8} {:>7} {:>6}\n",
+            c.graph, "op", "captured", "folded", "host"
+        );
+        for o in &c.ops {
+            s += &format!(
+                "  {:<30} {:>8} {:>7} {:>6}\n",
+                o.op_type,
+                o.captured,
+                o.folded,
+                o.host.len()
+            );
+        }
+        for o in &c.ops {
+            for (node, why) in &o.host {
+                s += &format!("  not captured: {node} ({}): {why}\n", o.op_type);
+            }
         }
     }
     s

@@ -67,11 +67,11 @@ pub struct Session<B: Backend> {
 
 /// What tracing collects over decode steps (the prefill is not traced).
 #[derive(Clone, Debug, Default)]
-struct StepTrace {
-    ops: OpTrace,
-    steps: u64,
+pub(crate) struct StepTrace {
+    pub(crate) ops: OpTrace,
+    pub(crate) steps: u64,
     /// Whole decode steps: the graph run plus the KV cache's store after it.
-    step_ns: u64,
+    pub(crate) step_ns: u64,
 }
 
 /// Where the traced decode steps' time went.
@@ -86,6 +86,60 @@ pub struct TraceReport {
     pub outside_ms_per_step: f64,
     /// The slowest nodes other than MatMul: (name, op type, mean ms per step).
     pub slowest_other: Vec<(String, String, f64)>,
+    /// On a device: how the step's ops run with respect to a CUDA graph.
+    pub capture: Option<CaptureReport>,
+}
+
+/// How a device decode step's ops run with respect to a CUDA graph (`engine profile --trace`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaptureReport {
+    /// The step as a whole: captured and replayed, or why not.
+    pub graph: String,
+    /// Per op type, in plan order of first appearance.
+    pub ops: Vec<OpCapture>,
+}
+
+/// One op type's nodes in a [`CaptureReport`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpCapture {
+    pub op_type: String,
+    /// Computed once for the step's fixed shapes (shape arithmetic): not in the step at all.
+    pub folded: usize,
+    /// Device work only: in the graph.
+    pub captured: usize,
+    /// Work that leaves the device, which keeps the step out of a graph: (node, why).
+    pub host: Vec<(String, String)>,
+}
+
+impl CaptureReport {
+    /// Per op type from a specialised plan's step modes.
+    pub fn new<'a>(
+        graph: String,
+        steps: impl Iterator<Item = ((&'a str, &'a str), &'a crate::exec::StepMode)>,
+    ) -> CaptureReport {
+        use crate::exec::StepMode;
+        let mut ops: Vec<OpCapture> = Vec::new();
+        for ((name, op_type), mode) in steps {
+            let i = match ops.iter().position(|o| o.op_type == op_type) {
+                Some(i) => i,
+                None => {
+                    ops.push(OpCapture {
+                        op_type: op_type.to_string(),
+                        folded: 0,
+                        captured: 0,
+                        host: Vec::new(),
+                    });
+                    ops.len() - 1
+                }
+            };
+            match mode {
+                StepMode::Folded => ops[i].folded += 1,
+                StepMode::Device => ops[i].captured += 1,
+                StepMode::Host(why) => ops[i].host.push((name.to_string(), why.clone())),
+            }
+        }
+        CaptureReport { graph, ops }
+    }
 }
 
 impl<B: Backend> std::fmt::Debug for Session<B> {
@@ -124,7 +178,14 @@ impl<B: Backend> Session<B> {
     /// What tracing has collected so far; `None` when it is off or no step ran.
     pub fn trace_report(&self) -> Option<TraceReport> {
         let guard = self.trace.lock().unwrap_or_else(|e| e.into_inner());
-        let t = guard.as_ref().filter(|t| t.steps > 0)?;
+        self.report_of(guard.as_ref()?)
+    }
+
+    /// The report of `t`; `None` when no step was traced.
+    pub(crate) fn report_of(&self, t: &StepTrace) -> Option<TraceReport> {
+        if t.steps == 0 {
+            return None;
+        }
         let ops = self.exec.op_times(&t.ops);
         let ms_per_step = t.step_ns as f64 / 1e6 / t.steps as f64;
         let in_ops: f64 = ops.iter().map(|o| o.ms_per_run).sum();
@@ -141,6 +202,7 @@ impl<B: Backend> Session<B> {
             ops,
             outside_ms_per_step: ms_per_step - in_ops,
             slowest_other,
+            capture: None,
         })
     }
 
@@ -293,6 +355,85 @@ impl<B: Backend> Session<B> {
             inputs.push((&l.past_value, v.clone()));
         }
         let outs = self.exec.run_traced(&inputs, trace)?;
+        self.split_outputs(&outs, total)
+    }
+
+    /// The executor (plans, specialisation, per-op names).
+    pub(crate) fn executor(&self) -> &Executor<B> {
+        &self.exec
+    }
+
+    /// The cache `cache` left-padded to `window` positions: zeros before its `cache.len`
+    /// positions, which the attention mask of [`Session::window_inputs`] hides.
+    pub fn pad_to_window(&self, cache: &KvCache<B>, window: usize) -> Result<KvCache<B>> {
+        if cache.len > window {
+            return Err(Error::msg(format!(
+                "a cache of {} positions does not fit a window of {window}",
+                cache.len
+            )));
+        }
+        let b = self.exec.backend();
+        let pad = b.upload(&Tensor::zeros(
+            self.io.kv_dtype,
+            &[1, self.io.kv_heads, window - cache.len, self.io.head_dim],
+        ))?;
+        let layers = cache
+            .layers
+            .iter()
+            .map(|(k, v)| Ok((b.concat(&[&pad, k], 2)?, b.concat(&[&pad, v], 2)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache {
+            layers,
+            len: window,
+        })
+    }
+
+    /// The host inputs of one decode step in a window of `window` cache positions of which the
+    /// last `filled` hold the sequence (the rest is padding): the token, the attention mask
+    /// (`window + 1` entries: 0 over the padding, 1 over the sequence and the new token) and
+    /// the new token's position (`filled`), as (port, value) in that order. The graph must
+    /// build its causal mask in the cache's frame (query i of s at key T − s + i), as
+    /// `crate::llama` and transformers do; a mask built from `position_ids` would let the
+    /// token see the padding's slots as the future.
+    pub fn window_inputs(
+        &self,
+        token: u32,
+        filled: usize,
+        window: usize,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let (Some(mask), Some(pos)) = (&self.io.attention_mask, &self.io.position_ids) else {
+            return Err(Error::msg(
+                "a fixed-window decode needs the graph's attention_mask and position_ids inputs (to mask the padding and give true positions)",
+            ));
+        };
+        if filled > window {
+            return Err(Error::msg(format!(
+                "{filled} cached positions do not fit a window of {window}"
+            )));
+        }
+        let mut m = vec![0i64; window - filled];
+        m.resize(window + 1, 1);
+        Ok(vec![
+            (
+                self.io.token_input.clone(),
+                self.int_input(&self.io.token_input, vec![1, 1], vec![token as i64])?,
+            ),
+            (mask.clone(), self.int_input(mask, vec![1, window + 1], m)?),
+            (
+                pos.clone(),
+                self.int_input(pos, vec![1, 1], vec![filled as i64])?,
+            ),
+        ])
+    }
+
+    /// Splits a step's outputs into the last position's logits (host) and the `present` cache,
+    /// checking that every present has `total` positions.
+    pub(crate) fn split_outputs(
+        &self,
+        outs: &[B::Tensor],
+        total: usize,
+    ) -> Result<(Vec<f32>, KvCache<B>)> {
+        let b = self.exec.backend();
         let names: std::collections::HashMap<&str, usize> = self
             .exec
             .output_names()
@@ -329,6 +470,122 @@ impl<B: Backend> Session<B> {
             layers.push((k, v));
         }
         Ok((last, KvCache { layers, len: total }))
+    }
+
+    /// Greedy (or sampled) generation with the KV cache held at one fixed length, `window`
+    /// positions, left-padded: every decode step has the same input shapes, so it runs a plan
+    /// specialised once on them ([`Executor::specialise`]: the shape arithmetic is computed
+    /// once) and, on a device, is the same work every step. After each step the `present`
+    /// without its first position is the next `past`. Gives the tokens [`Session::generate`]
+    /// gives (the padding's attention weights are exact zeros); `window` must hold the prompt
+    /// and every new token.
+    pub fn generate_window(
+        &self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        window: usize,
+        keep_logits: bool,
+    ) -> Result<Generation> {
+        if !opts.use_kv_cache {
+            return Err(Error::msg("a fixed-window decode always uses the KV cache"));
+        }
+        if prompt.len() + opts.max_new_tokens > window {
+            return Err(Error::msg(format!(
+                "a window of {window} positions cannot hold a prompt of {} and {} new tokens",
+                prompt.len(),
+                opts.max_new_tokens
+            )));
+        }
+        let mut out = Generation {
+            prompt_ids: prompt.to_vec(),
+            ..Default::default()
+        };
+        if opts.max_new_tokens == 0 {
+            return Ok(out);
+        }
+        let b = self.exec.backend();
+        let mut sampler = Sampler::new(&opts.sampling)?;
+        let mut history = History::new(prompt);
+        let mut trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let t0 = Instant::now();
+        let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
+        let mut filled = cache.len;
+        let mut past = self.pad_to_window(&cache, window)?;
+        drop(cache);
+        out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut plan = None;
+        loop {
+            let raw = keep_logits.then(|| logits.clone());
+            let next = sampler.next_token(&mut logits, &history)?;
+            out.logits.extend(raw);
+            history.push(next);
+            out.generated_ids.push(next);
+            if opts.eos_token_ids.contains(&next) {
+                out.stopped_on_eos = true;
+                break;
+            }
+            if out.generated_ids.len() >= opts.max_new_tokens {
+                break;
+            }
+            let t = Instant::now();
+            let host = self.window_inputs(next, filled, window)?;
+            let mut inputs: Vec<(&str, B::Tensor)> = Vec::with_capacity(3 + 2 * past.layers.len());
+            for (name, v) in &host {
+                inputs.push((name, b.upload(v)?));
+            }
+            for (l, (k, v)) in self.io.layers.iter().zip(&past.layers) {
+                inputs.push((&l.past_key, k.clone()));
+                inputs.push((&l.past_value, v.clone()));
+            }
+            let outs = match &mut plan {
+                None => {
+                    let (p, outs) = self.exec.specialise(&inputs)?;
+                    plan = Some(p);
+                    outs
+                }
+                Some(p) => self.exec.run_specialised(
+                    p,
+                    &inputs,
+                    trace.as_mut().map(|t| &mut t.ops),
+                    false,
+                )?,
+            };
+            drop(inputs);
+            let present;
+            (logits, present) = self.split_outputs(&outs, window + 1)?;
+            let keep = |t: &B::Tensor| -> Result<B::Tensor> {
+                let dims: Vec<SliceDim> = b
+                    .shape(t)
+                    .iter()
+                    .enumerate()
+                    .map(|(axis, &n)| SliceDim {
+                        start: usize::from(axis == 2),
+                        step: 1,
+                        len: if axis == 2 { n - 1 } else { n },
+                    })
+                    .collect();
+                b.slice(t, &dims)
+            };
+            past = KvCache {
+                layers: present
+                    .layers
+                    .iter()
+                    .map(|(k, v)| Ok((keep(k)?, keep(v)?)))
+                    .collect::<Result<Vec<_>>>()?,
+                len: window,
+            };
+            filled += 1;
+            let elapsed = t.elapsed();
+            out.step_ms.push(elapsed.as_secs_f64() * 1e3);
+            if let Some(tr) = trace.as_mut().filter(|_| out.step_ms.len() > 1) {
+                tr.steps += 1;
+                tr.step_ns += elapsed.as_nanos() as u64;
+            }
+        }
+        if trace.is_some() {
+            *self.trace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
+        }
+        Ok(out)
     }
 
     /// An integer input in the port's declared type (i64 unless it says i32).

@@ -359,6 +359,57 @@ fn tiny_greedy_tokens_match_the_cpu_on_both_cuda_paths() {
     }
 }
 
+/// The generic executor on the GPU with its decode step captured (`--generic` on a package the
+/// fused path knows): the CPU's greedy tokens, for several decodes that share one window and one
+/// that needs another; one capture per window, every later step a replay, no fallback; without
+/// graphs the same tokens and no capture. A trace reports every op of the step as captured or
+/// folded, none on the host.
+#[test]
+fn tiny_generic_decoder_captures_its_step_and_matches_the_cpu() {
+    if skip() {
+        return;
+    }
+    let dir = tiny_dir();
+    let package = Package::open(dir.path()).unwrap();
+    let prompt = [5u32, 17, 42, 99, 3];
+    let want = cpu_greedy(&package, &prompt, 40);
+    let long: Vec<u32> = (0..70u32).map(|i| (i * 37 + 11) % 500 + 5).collect();
+    let want_long = cpu_greedy(&package, &long, 30);
+    let mut dec = engine::decode::cuda_decoder(&package, true, true).unwrap();
+    for run in 0..3 {
+        let got = dec.decode(&prompt, 40).unwrap().generated_ids;
+        assert_eq!(got, want, "generic, graph, run {run}");
+    }
+    let (g, _) = dec.device_stats();
+    let g = g.unwrap();
+    println!("generic graph: {g:?}");
+    assert_eq!((g.captures, g.fallbacks), (1, 0), "{g:?}");
+    // 39 steps per run: specialise, probe, then captured; later runs replay from step one.
+    assert_eq!(g.replays, 37 + 39 + 39, "{g:?}");
+    // A longer request: a window of another length, captured once more.
+    assert_eq!(dec.decode(&long, 30).unwrap().generated_ids, want_long);
+    let (g, _) = dec.device_stats();
+    assert_eq!((g.as_ref().unwrap().captures, g.unwrap().fallbacks), (2, 0));
+
+    let mut eager = engine::decode::cuda_decoder(&package, false, true).unwrap();
+    assert_eq!(eager.decode(&prompt, 40).unwrap().generated_ids, want);
+    let (g, _) = eager.device_stats();
+    assert_eq!(g.unwrap().captures, 0);
+
+    dec.set_trace(true).unwrap();
+    assert_eq!(dec.decode(&prompt, 40).unwrap().generated_ids, want, "traced");
+    let t = dec.trace().unwrap();
+    let c = t.capture.unwrap();
+    println!("{}", c.graph);
+    assert!(c.graph.contains("one CUDA graph"), "{}", c.graph);
+    let host: Vec<_> = c.ops.iter().flat_map(|o| o.host.clone()).collect();
+    assert!(host.is_empty(), "{host:?}");
+    let count = |f: fn(&engine::session::OpCapture) -> usize| c.ops.iter().map(f).sum::<usize>();
+    assert!(count(|o| o.captured) > 0 && count(|o| o.folded) > 0);
+    let shape = c.ops.iter().find(|o| o.op_type == "Shape").unwrap();
+    assert_eq!(shape.captured, 0, "Shape is folded for the window: {shape:?}");
+}
+
 /// A prompt longer than one batched-prefill chunk (4096 rows) and than many 256-key attention
 /// splits: the chunked prefill, the split (flash-decoding) attention and its combine, and the
 /// cache growing past several 1024-position steps, against the CPU's greedy tokens. The tiny

@@ -280,6 +280,7 @@ fn trace_accounts_for_every_decode_step_and_changes_no_token() {
         decode_skip: 2,
         threads: 2,
         cuda_graph: true,
+        generic: false,
         trace,
     };
     let (plain, none) = engine::profile::profile_traced(&opts(false)).unwrap();

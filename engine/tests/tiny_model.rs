@@ -126,6 +126,47 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
     assert!(distinct.len() > 3, "{:?}", cached.generated_ids);
 }
 
+/// A decode at one fixed, left-padded cache length (`generate_window`, what a captured device
+/// step runs) gives the growing cache's tokens, and logits within rounding: the padding's
+/// attention weights are exact zeros. The specialised plan runs fewer steps than the graph
+/// (the shape arithmetic is folded once). A window too small for the request is an error.
+#[test]
+fn a_fixed_window_decodes_as_the_growing_cache() {
+    let tmp = tiny_dir();
+    let package = Package::open(tmp.path()).unwrap();
+    let codec = TextCodec::open(tmp.path()).unwrap();
+    let session = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap();
+    let prompt = codec.encode("Once upon a time there was").unwrap();
+    let opts = GenerateOptions {
+        max_new_tokens: 32,
+        eos_token_ids: vec![],
+        use_kv_cache: true,
+        sampling: Default::default(),
+    };
+    let grown = session.generate(&prompt, &opts, true).unwrap();
+    for window in [prompt.len() + 32, 64, 100] {
+        let fixed = session.generate_window(&prompt, &opts, window, true).unwrap();
+        assert_eq!(
+            fixed.generated_ids, grown.generated_ids,
+            "window {window}: token for token"
+        );
+        assert_eq!(fixed.logits.len(), grown.logits.len());
+        for (step, (a, b)) in fixed.logits.iter().zip(&grown.logits).enumerate() {
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-4, "window {window}, step {step}: logits differ by {worst}");
+        }
+    }
+    let err = session
+        .generate_window(&prompt, &opts, prompt.len() + 31, false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cannot hold"), "{err}");
+}
+
 /// `generate` feeds each step's `present` back as the next `past` instead of gathering it from
 /// the pages it also writes: that is only sound while the pages hold exactly those values.
 #[test]

@@ -193,6 +193,13 @@ pub trait Backend {
     fn expand(&self, x: &Self::Tensor, shape: &[usize]) -> Result<Self::Tensor>;
     /// Keeps the upper (or lower) triangle of the last two dims, diagonal offset `k`; zeroes the rest.
     fn trilu(&self, x: &Self::Tensor, k: i64, upper: bool) -> Result<Self::Tensor>;
+    /// A device backend: why the work since the last call left the device (an op computed on
+    /// a host copy, a value read back), or `None` when it stayed there: what keeps a step out
+    /// of a CUDA graph, per op ([`crate::exec::StepMode`]). Clears what it reports. `None` on
+    /// the CPU.
+    fn take_host_work(&self) -> Option<String> {
+        None
+    }
     /// RMS normalisation over dims `axis..rank`: `x / sqrt(mean(x^2) + eps) * scale`, computed in
     /// f32 whatever the storage type; `scale` broadcasts against the normalised dims.
     fn rms_norm(

@@ -27,22 +27,31 @@ pub use cuda_llama::LlamaDecoder;
 
 /// The decoder `--ep cuda` runs: the fused llama path when it recognises the package, else the
 /// generic executor on the GPU (`cuda_generic`), saying why on stderr.
+/// `generic` runs the generic executor even on a package the fused path recognises.
 #[cfg(feature = "cuda")]
-pub fn cuda_decoder(package: &crate::package::Package, graph: bool) -> Result<Box<dyn Decoder>> {
-    match cuda_llama::recognise(package) {
-        Ok(_) => Ok(Box::new(LlamaDecoder::new(package, graph)?)),
-        Err(why) => {
-            eprintln!(
-                "{why}\n  -> running the generic executor on the GPU instead (no CUDA graph)"
-            );
-            Ok(Box::new(cuda_generic::CudaGenericDecoder::new(package)?))
-        }
-    }
+pub fn cuda_decoder(
+    package: &crate::package::Package,
+    graph: bool,
+    generic: bool,
+) -> Result<Box<dyn Decoder>> {
+    let why = match cuda_llama::recognise(package) {
+        Ok(_) if !generic => return Ok(Box::new(LlamaDecoder::new(package, graph)?)),
+        Ok(_) => "--generic".to_string(),
+        Err(why) => why.to_string(),
+    };
+    eprintln!("{why}\n  -> running the generic executor on the GPU");
+    Ok(Box::new(cuda_generic::CudaGenericDecoder::new(
+        package, graph,
+    )?))
 }
 
 /// Without the `cuda` feature: the one clear error.
 #[cfg(not(feature = "cuda"))]
-pub fn cuda_decoder(package: &crate::package::Package, graph: bool) -> Result<Box<dyn Decoder>> {
+pub fn cuda_decoder(
+    package: &crate::package::Package,
+    graph: bool,
+    _generic: bool,
+) -> Result<Box<dyn Decoder>> {
     Ok(Box::new(LlamaDecoder::new(package, graph)?))
 }
 

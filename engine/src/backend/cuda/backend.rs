@@ -1,18 +1,29 @@
 //! [`CudaBackend`]: the `Backend` primitives on the GPU. Float tensors (f32, f16, bf16) run on
 //! device kernels (`kernels/ops.cu`: unary, broadcasting binary arithmetic, RMS norm, softmax,
-//! strided copies for transpose / slice / expand / concat, gather) and MatMul through cuBLAS
-//! (strided batched GEMM, f32 accumulation). The rest runs through the CPU backend on a host
-//! copy: integer and bool tensors (shape arithmetic, masks: small, and what ORT also keeps on
-//! the host), comparisons and logic, where, cast, reduce, trilu, and matmuls whose batch dims
-//! broadcast unevenly. Each such call costs a download and an upload; the fused decode path
-//! ([`super::llama`]) does not use this backend at all.
+//! reductions, strided copies for transpose / slice / expand / concat) and MatMul through cuBLAS
+//! (strided batched GEMM, f32 accumulation, the right operand read transposed in place where
+//! the graph transposes it). Casts, where, comparisons and logic, and gather (indices read on the
+//! device) run on device kernels for every stored type. The rest runs through the CPU backend on
+//! a host copy: integer arithmetic (shape arithmetic: small, and what ORT also keeps on the
+//! host), integer reductions, trilu, and matmuls whose batch dims broadcast unevenly. Each such
+//! call costs a download and an upload, and is what keeps a step out of a CUDA graph: the
+//! backend says so per op ([`Backend::take_host_work`]).
+//!
+//! **Capturing a step.** A CUDA graph replays kernels with the arguments they had when it was
+//! captured, device addresses included. For the generic executor's decode step
+//! (`crate::decode::cuda_generic`) the backend can therefore take its outputs from an *arena*
+//! ([`CudaBackend::arena_begin`]): one buffer, bump-allocated and never reused within the step,
+//! so the same sequence of ops gets the same addresses on every run; [`CudaBackend::measure_begin`]
+//! sizes it on an eager run first. While [`CudaBackend::set_strict`] is on (during a capture),
+//! work that would leave the device is an error naming the op instead of a silent stale value.
+//! The fused decode path ([`super::llama`]) does not use this backend at all.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig, sys as cublas_sys};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::cublas::{CudaBlas, result as cublas_result, sys as cublas_sys};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::op_codes::{binary_code, unary_code};
+use super::op_codes::{binary_code, predicate_code, unary_code};
 use super::{Device, cu_err};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BinaryOp, ReduceOp, SliceDim, UnaryOp};
@@ -22,10 +33,18 @@ use crate::tensor::{Data, Tensor, strides};
 
 const MAX_RANK: usize = 8;
 
+/// Device memory a tensor reads: its address, and the allocation that keeps it alive (its own,
+/// or the arena of a captured step, see the module docs).
+#[derive(Clone)]
+struct Buf {
+    ptr: u64,
+    _keep: Arc<CudaSlice<u8>>,
+}
+
 /// A device tensor: shared storage, shape and element type (row-major, contiguous).
 #[derive(Clone)]
 pub struct CudaTensor {
-    buf: Arc<CudaSlice<u8>>,
+    buf: Buf,
     shape: Vec<usize>,
     dtype: DType,
     /// The same values on the host, kept by `upload` for tensors of at most [`HOST_MIRROR`]
@@ -33,7 +52,9 @@ pub struct CudaTensor {
     /// read on the host. Without it every such read was a device→host copy that waits for the
     /// stream (a Slice 30 µs and a Reshape 15 µs of host time on the H200, most of a step of the
     /// generic executor). Sound because no kernel writes into an uploaded tensor: every op
-    /// writes a fresh `alloc`, and a reshape shares the buffer and keeps the mirror.
+    /// writes a fresh `alloc`, a reshape shares the buffer and keeps the mirror, and the
+    /// tensors that [`CudaBackend::write`] and [`CudaBackend::copy_into`] overwrite are made by
+    /// [`CudaBackend::fixed`], without one.
     host: Option<Tensor>,
 }
 
@@ -112,11 +133,44 @@ fn grid(n: usize) -> LaunchConfig {
     }
 }
 
+/// Where [`CudaBackend`]'s outputs take their memory from.
+enum Pool {
+    /// Each tensor its own stream-ordered allocation, freed in stream order when its last
+    /// handle drops.
+    Own,
+    /// As `Own`, adding up what an arena would need for the same allocations.
+    Measure { bytes: usize },
+    /// Bump allocation in one buffer, nothing reused (see the module docs).
+    Arena {
+        mem: Arc<CudaSlice<u8>>,
+        base: u64,
+        size: usize,
+        used: usize,
+    },
+}
+
+/// Arena offsets are multiples of this (cuBLAS and vector loads like 256-byte alignment; what
+/// `cuMemAlloc` gives).
+const ARENA_ALIGN: usize = 256;
+
+struct State {
+    pool: Pool,
+    /// Work that would leave the device is an error (while a step is captured).
+    strict: bool,
+    /// Why work left the device since the last [`Backend::take_host_work`].
+    host_work: Option<String>,
+    /// A kernel that checks its input on the device (gather) ran since the flag was last read.
+    check_pending: bool,
+}
+
 /// The GPU backend; see the module docs for what runs where.
 pub struct CudaBackend {
     dev: Arc<Device>,
     blas: CudaBlas,
     host: CpuBackend,
+    state: Mutex<State>,
+    /// `[flag, index, axis length]` of the last out-of-range gather index found on the device.
+    err: CudaSlice<i64>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -127,41 +181,299 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
+fn ptr_of(s: &CudaSlice<u8>, dev: &Device) -> u64 {
+    s.device_ptr(&dev.stream).0
+}
+
 impl CudaBackend {
     pub fn new() -> Result<CudaBackend> {
         let dev = Device::new()?;
         let blas = CudaBlas::new(dev.stream.clone()).map_err(cu_err("cannot create cuBLAS"))?;
+        let err = dev
+            .stream
+            .alloc_zeros::<i64>(3)
+            .map_err(cu_err("alloc"))?;
         Ok(CudaBackend {
             dev,
             blas,
             host: CpuBackend::new(0)?,
+            state: Mutex::new(State {
+                pool: Pool::Own,
+                strict: false,
+                host_work: None,
+                check_pending: false,
+            }),
+            err,
         })
+    }
+
+    /// The GPU (its stream: graph capture and replay).
+    pub fn device(&self) -> &Arc<Device> {
+        &self.dev
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes work leaving the device (`what` says which); an error instead while strict.
+    fn host_work(&self, what: impl FnOnce() -> String) -> Result<()> {
+        let mut st = self.state();
+        if st.strict {
+            return Err(Error::msg(format!(
+                "cuda: not capturable in a CUDA graph: {}",
+                what()
+            )));
+        }
+        if st.host_work.is_none() {
+            st.host_work = Some(what());
+        }
+        Ok(())
+    }
+
+    /// From now on, outputs are allocated as usual and their arena size is counted.
+    pub fn measure_begin(&self) {
+        self.state().pool = Pool::Measure { bytes: 0 };
+    }
+
+    /// Ends [`CudaBackend::measure_begin`]: the bytes an arena needs for what was allocated.
+    pub fn measure_end(&self) -> usize {
+        let mut st = self.state();
+        let bytes = match st.pool {
+            Pool::Measure { bytes } => bytes,
+            _ => 0,
+        };
+        st.pool = Pool::Own;
+        bytes
+    }
+
+    /// From now on, outputs are carved in order out of one new buffer of `bytes`; returns it
+    /// (tensors made from it keep it alive too).
+    pub fn arena_begin(&self, bytes: usize) -> Result<Arc<CudaSlice<u8>>> {
+        // SAFETY: every arena tensor is written before it is read, as for `alloc`.
+        let mem = Arc::new(
+            unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(cu_err("arena alloc"))?,
+        );
+        let base = ptr_of(&mem, &self.dev);
+        self.state().pool = Pool::Arena {
+            mem: mem.clone(),
+            base,
+            size: bytes,
+            used: 0,
+        };
+        Ok(mem)
+    }
+
+    /// Back to one allocation per tensor.
+    pub fn arena_end(&self) {
+        self.state().pool = Pool::Own;
+    }
+
+    /// Work that would leave the device becomes an error (on) or is only noted (off).
+    pub fn set_strict(&self, on: bool) {
+        self.state().strict = on;
+    }
+
+    /// A zeroed tensor of its own, without a host mirror: the fixed input and cache buffers of
+    /// a captured step, which [`CudaBackend::write`] and [`CudaBackend::copy_into`] overwrite.
+    pub fn fixed(&self, dtype: DType, shape: &[usize]) -> Result<CudaTensor> {
+        let bytes = (shape.iter().product::<usize>() * dtype.size()).max(1);
+        let mem = self
+            .dev
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(cu_err("alloc"))?;
+        Ok(CudaTensor {
+            buf: Buf {
+                ptr: ptr_of(&mem, &self.dev),
+                _keep: Arc::new(mem),
+            },
+            shape: shape.to_vec(),
+            dtype,
+            host: None,
+        })
+    }
+
+    /// Copies `src` (host) into `dst`, which must have its shape and type and no host mirror
+    /// (a [`CudaBackend::fixed`] tensor), in stream order.
+    pub fn write(&self, dst: &CudaTensor, src: &Tensor) -> Result<()> {
+        if dst.host.is_some() || dst.shape != src.shape() || dst.dtype != src.dtype() {
+            return Err(Error::msg(format!(
+                "cuda: cannot write a {} {:?} into a {} {:?} buffer",
+                src.dtype(),
+                src.shape(),
+                dst.dtype,
+                dst.shape
+            )));
+        }
+        let bytes = src.data().to_le_bytes();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst holds exactly `bytes.len()` bytes (same shape and type); a pageable
+        // source is staged before the call returns.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                dst.buf.ptr,
+                &bytes,
+                self.dev.stream.cu_stream(),
+            )
+        }
+        .map_err(cu_err("write"))
+    }
+
+    /// Copies `len` positions of `src` along `axis`, from `from`, into `dst` at `at` (every
+    /// other dim equal), with a kernel in stream order: a cache slid or padded into the fixed
+    /// buffers of a captured step.
+    pub fn copy_into(
+        &self,
+        dst: &CudaTensor,
+        at: usize,
+        src: &CudaTensor,
+        from: usize,
+        len: usize,
+        axis: usize,
+    ) -> Result<()> {
+        let r = src.shape.len();
+        let fits = dst.shape.len() == r
+            && axis < r
+            && dst.dtype == src.dtype
+            && dst.host.is_none()
+            && from + len <= src.shape[axis]
+            && at + len <= dst.shape[axis]
+            && (0..r).all(|d| d == axis || dst.shape[d] == src.shape[d]);
+        if !fits {
+            return Err(Error::msg(format!(
+                "cuda: cannot copy {len} positions of {:?} from {from} into {:?} at {at} along axis {axis}",
+                src.shape, dst.shape
+            )));
+        }
+        let mut shape = src.shape.clone();
+        shape[axis] = len;
+        let (sst, dst_st) = (contiguous(&src.shape), contiguous(&dst.shape));
+        let mut s = Strided::new(&shape, &sst, &dst_st)?;
+        s.src_off = from as i64 * sst[axis];
+        s.dst_off = at as i64 * dst_st[axis];
+        self.copy(src, dst, s)
+    }
+
+    /// Sets every byte of `t` (a [`CudaBackend::fixed`] buffer) to zero, in stream order.
+    pub fn zero(&self, t: &CudaTensor) -> Result<()> {
+        if t.host.is_some() {
+            return Err(Error::msg("cuda: zero() on a tensor with a host copy"));
+        }
+        let bytes = t.numel() * t.dtype.size();
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: the tensor holds `bytes` bytes at its address.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                t.buf.ptr,
+                0,
+                bytes,
+                self.dev.stream.cu_stream(),
+            )
+        }
+        .map_err(cu_err("memset"))
+    }
+
+    /// The first out-of-range index a device-side gather met since the last check, as an error
+    /// (reading the flag waits for the stream); `Ok` when none did.
+    pub fn check_device_errors(&self) -> Result<()> {
+        {
+            let mut st = self.state();
+            if !st.check_pending {
+                return Ok(());
+            }
+            st.check_pending = false;
+        }
+        let mut e = [0i64; 3];
+        self.dev
+            .stream
+            .memcpy_dtoh(&self.err, &mut e)
+            .map_err(cu_err("read the error flag"))?;
+        if e[0] == 0 {
+            return Ok(());
+        }
+        let zero = [0i64; 3];
+        // SAFETY: `err` holds three i64.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                ptr_of_i64(&self.err, &self.dev),
+                &zero,
+                self.dev.stream.cu_stream(),
+            )
+        }
+        .map_err(cu_err("reset the error flag"))?;
+        Err(Error::msg(format!(
+            "gather index {} out of range for an axis of size {} (found on the device)",
+            e[1], e[2]
+        )))
     }
 
     /// An output buffer, not zeroed: zeroing was one more launch (a memset) per op, a sixth of
     /// an elementwise op's host time on the generic executor. Every caller writes every
-    /// element before the tensor is read: the elementwise, softmax, gather and RMSNorm kernels
-    /// cover all `n` outputs, transpose / slice / expand copy every output element, concat's
-    /// copies tile its output, and an empty tensor (one padding byte) is never read.
+    /// element before the tensor is read: the elementwise, softmax, gather, reduce and RMSNorm
+    /// kernels cover all `n` outputs, transpose / slice / expand copy every output element,
+    /// concat's copies tile its output, a GEMM with beta 0 writes all of C, and an empty
+    /// tensor (one padding byte) is never read.
     fn alloc(&self, dtype: DType, shape: Vec<usize>) -> Result<CudaTensor> {
         let bytes = (shape.iter().product::<usize>() * dtype.size()).max(1);
-        // SAFETY: uninitialised device memory is only ever written before it is read (above);
-        // u8 has no invalid bit patterns.
-        let buf = unsafe { self.dev.stream.alloc::<u8>(bytes) }.map_err(cu_err("alloc"))?;
+        let mut st = self.state();
+        let buf = match &mut st.pool {
+            Pool::Arena {
+                mem,
+                base,
+                size,
+                used,
+            } => {
+                let off = used.next_multiple_of(ARENA_ALIGN);
+                if off + bytes > *size {
+                    return Err(Error::msg(format!(
+                        "cuda: the step's arena of {size} bytes is exhausted (the step allocated more than when it was measured)"
+                    )));
+                }
+                *used = off + bytes;
+                Buf {
+                    ptr: *base + off as u64,
+                    _keep: mem.clone(),
+                }
+            }
+            pool => {
+                if let Pool::Measure { bytes: total } = pool {
+                    *total = total.next_multiple_of(ARENA_ALIGN) + bytes;
+                }
+                // SAFETY: uninitialised device memory is only ever written before it is read
+                // (above); u8 has no invalid bit patterns.
+                let mem =
+                    unsafe { self.dev.stream.alloc::<u8>(bytes) }.map_err(cu_err("alloc"))?;
+                Buf {
+                    ptr: ptr_of(&mem, &self.dev),
+                    _keep: Arc::new(mem),
+                }
+            }
+        };
         Ok(CudaTensor {
-            buf: Arc::new(buf),
+            buf,
             shape,
             dtype,
             host: None,
         })
     }
 
-    /// Runs `f` on the CPU backend over host copies of `xs` and uploads the result.
+    /// Runs `f` on the CPU backend over host copies of `xs` and uploads the result; `what`
+    /// names the op for [`Backend::take_host_work`].
     fn on_host(
         &self,
+        what: &str,
         xs: &[&CudaTensor],
         f: impl FnOnce(&CpuBackend, &[Tensor]) -> Result<Tensor>,
     ) -> Result<CudaTensor> {
+        self.host_work(|| {
+            let types: Vec<String> = xs.iter().map(|x| x.dtype.to_string()).collect();
+            format!("{what} ({}) runs on a host copy", types.join(", "))
+        })?;
         let host = xs
             .iter()
             .map(|x| self.download(x))
@@ -181,13 +493,196 @@ impl CudaBackend {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*src.buf)
-                .arg(&*dst.buf)
+                .arg(&src.buf.ptr)
+                .arg(&dst.buf.ptr)
                 .arg(&s)
                 .launch(grid(s.n as usize))
                 .map_err(cu_err(&name))?;
         }
         Ok(())
+    }
+
+    /// Output shape and per-input broadcast strides (0 on broadcast dims) of `shapes`.
+    fn broadcast(shapes: &[&[usize]]) -> Result<(Vec<usize>, Vec<Vec<i64>>)> {
+        let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+        let padded: Vec<Vec<usize>> = shapes
+            .iter()
+            .map(|s| {
+                let mut v = vec![1; rank - s.len()];
+                v.extend_from_slice(s);
+                v
+            })
+            .collect();
+        let mut out = vec![1usize; rank];
+        for p in &padded {
+            for k in 0..rank {
+                if p[k] != 1 {
+                    if out[k] != 1 && out[k] != p[k] {
+                        return Err(Error::msg(format!("cannot broadcast shapes {shapes:?}")));
+                    }
+                    out[k] = p[k];
+                }
+            }
+        }
+        let st = padded
+            .iter()
+            .map(|p| {
+                contiguous(p)
+                    .iter()
+                    .zip(p.iter().zip(&out))
+                    .map(|(&s, (&d, &o))| if d == 1 && o != 1 { 0 } else { s })
+                    .collect()
+            })
+            .collect();
+        Ok((out, st))
+    }
+
+    /// `matmul(a, b)`, or `matmul(a, bᵀ)` (last two axes of `b` swapped) read in place with
+    /// `trans_b`, on cuBLAS; `None` where cuBLAS cannot take the operands (the caller falls
+    /// back).
+    fn gemm(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<Option<CudaTensor>> {
+        let (ra, rb) = (a.shape.len(), b.shape.len());
+        if a.dtype != b.dtype || float_sfx(a.dtype).is_none() || ra < 2 || rb < 2 {
+            return Ok(None);
+        }
+        let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
+        let (k2, n) = if trans_b {
+            (b.shape[rb - 1], b.shape[rb - 2])
+        } else {
+            (b.shape[rb - 2], b.shape[rb - 1])
+        };
+        let (ba, bb) = (&a.shape[..ra - 2], &b.shape[..rb - 2]);
+        // Batch dims must be equal, or b plain 2-D (weights): one strided batched GEMM.
+        if k != k2 || !(ba == bb || bb.is_empty()) || m * n * k == 0 {
+            return Ok(None);
+        }
+        let batch: usize = ba.iter().product();
+        let mut shape = ba.to_vec();
+        shape.extend([m, n]);
+        let y = self.alloc(a.dtype, shape)?;
+        // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS's left operand is `b`, seen
+        // column-major as Bᵀ (n×k, ld n); a transposed `b` ([n, k] row-major) is B itself seen
+        // column-major (k×n, ld k), which op T turns into Bᵀ.
+        let (op_b, ld_b) = if trans_b {
+            (cublas_sys::cublasOperation_t::CUBLAS_OP_T, k as i32)
+        } else {
+            (cublas_sys::cublasOperation_t::CUBLAS_OP_N, n as i32)
+        };
+        let op_n = cublas_sys::cublasOperation_t::CUBLAS_OP_N;
+        let stride_b = if bb.is_empty() { 0 } else { (k * n) as i64 };
+        let (mi, ni, ki, bi) = (m as i32, n as i32, k as i32, batch as i32);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let handle = *self.blas.handle();
+        let err = cu_err("cuBLAS gemm");
+        // SAFETY: the pointers address live tensors of exactly these shapes and element type;
+        // the dims, leading dimensions and batch strides stay inside them; y is written whole
+        // (beta 0).
+        unsafe {
+            if a.dtype == DType::F32 {
+                cublas_result::sgemm_strided_batched(
+                    handle,
+                    op_b,
+                    op_n,
+                    ni,
+                    mi,
+                    ki,
+                    &alpha,
+                    b.buf.ptr as *const f32,
+                    ld_b,
+                    stride_b,
+                    a.buf.ptr as *const f32,
+                    ki,
+                    (m * k) as i64,
+                    &beta,
+                    y.buf.ptr as *mut f32,
+                    ni,
+                    (m * n) as i64,
+                    bi,
+                )
+                .map_err(err)?;
+            } else {
+                let t = if a.dtype == DType::F16 {
+                    cublas_sys::cudaDataType_t::CUDA_R_16F
+                } else {
+                    cublas_sys::cudaDataType_t::CUDA_R_16BF
+                };
+                cublas_result::gemm_strided_batched_ex(
+                    handle,
+                    op_b,
+                    op_n,
+                    ni,
+                    mi,
+                    ki,
+                    (&alpha) as *const f32 as *const _,
+                    b.buf.ptr as *const _,
+                    t,
+                    ld_b,
+                    stride_b,
+                    a.buf.ptr as *const _,
+                    t,
+                    ki,
+                    (m * k) as i64,
+                    (&beta) as *const f32 as *const _,
+                    y.buf.ptr as *mut _,
+                    t,
+                    ni,
+                    (m * n) as i64,
+                    bi,
+                    cublas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cublas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+                .map_err(err)?;
+            }
+        }
+        Ok(Some(y))
+    }
+}
+
+fn ptr_of_i64(s: &CudaSlice<i64>, dev: &Device) -> u64 {
+    s.device_ptr(&dev.stream).0
+}
+
+/// Mirrors `struct Strided3` in kernels/ops.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Strided3 {
+    n: i64,
+    rank: i32,
+    pad: i32,
+    shape: [i64; MAX_RANK],
+    c_st: [i64; MAX_RANK],
+    a_st: [i64; MAX_RANK],
+    b_st: [i64; MAX_RANK],
+}
+
+// SAFETY: `Strided3` is `repr(C)` plain data with the layout of the C struct it is passed as.
+unsafe impl DeviceRepr for Strided3 {}
+
+/// The kernel-name suffix of every stored type (`cast_{from}_{to}`, `compare_{t}`).
+fn type_sfx(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::I64 => "i64",
+        DType::I32 => "i32",
+        DType::U8 => "u8",
+        DType::Bool => "bool",
+    }
+}
+
+/// The `reduce_{name}_{t}` kernel of each reduction.
+fn reduce_name(op: ReduceOp) -> &'static str {
+    match op {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Mean => "mean",
+        ReduceOp::Max => "max",
+        ReduceOp::Min => "min",
+        ReduceOp::Prod => "prod",
+        ReduceOp::SumSquare => "sumsq",
+        ReduceOp::L2 => "l2",
+        ReduceOp::L1 => "l1",
+        ReduceOp::LogSumExp => "lse",
     }
 }
 
@@ -199,17 +694,21 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, t: &Tensor) -> Result<CudaTensor> {
+        self.host_work(|| format!("uploads a host value ({} {:?})", t.dtype(), t.shape()))?;
         let mut bytes = t.data().to_le_bytes();
         if bytes.is_empty() {
             bytes.push(0);
         }
-        let buf = self
+        let mem = self
             .dev
             .stream
             .clone_htod(&bytes)
             .map_err(cu_err("upload"))?;
         Ok(CudaTensor {
-            buf: Arc::new(buf),
+            buf: Buf {
+                ptr: ptr_of(&mem, &self.dev),
+                _keep: Arc::new(mem),
+            },
             shape: t.shape().to_vec(),
             dtype: t.dtype(),
             host: (t.numel() <= HOST_MIRROR).then(|| t.clone()),
@@ -220,14 +719,25 @@ impl Backend for CudaBackend {
         if let Some(h) = &t.host {
             return Ok(h.clone());
         }
+        self.host_work(|| format!("reads a {} {:?} back from the device", t.dtype, t.shape))?;
         let n = t.numel() * t.dtype.size();
         let mut bytes = vec![0u8; n];
         if n > 0 {
+            // SAFETY: the tensor holds `n` bytes at its address; the copy is waited for below.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut bytes,
+                    t.buf.ptr,
+                    self.dev.stream.cu_stream(),
+                )
+            }
+            .map_err(cu_err("download"))?;
             self.dev
                 .stream
-                .memcpy_dtoh(&t.buf.slice(0..n), &mut bytes)
+                .synchronize()
                 .map_err(cu_err("download"))?;
         }
+        self.check_device_errors()?;
         Tensor::new(t.shape.clone(), Data::from_le_bytes(t.dtype, &bytes))
     }
 
@@ -237,6 +747,10 @@ impl Backend for CudaBackend {
 
     fn dtype(&self, t: &CudaTensor) -> DType {
         t.dtype
+    }
+
+    fn take_host_work(&self) -> Option<String> {
+        self.state().host_work.take()
     }
 
     fn reshape(&self, x: &CudaTensor, shape: Vec<usize>) -> Result<CudaTensor> {
@@ -266,7 +780,7 @@ impl Backend for CudaBackend {
             _ => (0.0, 0.0),
         };
         let (Some(sfx), Some(code)) = (float_sfx(x.dtype), unary_code(op)) else {
-            return self.on_host(&[x], |cpu, h| cpu.unary(op, &h[0]));
+            return self.on_host(&format!("{op:?}"), &[x], |cpu, h| cpu.unary(op, &h[0]));
         };
         let y = self.alloc(x.dtype, x.shape.clone())?;
         let n = x.numel() as i64;
@@ -280,8 +794,8 @@ impl Backend for CudaBackend {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*x.buf)
-                .arg(&*y.buf)
+                .arg(&x.buf.ptr)
+                .arg(&y.buf.ptr)
                 .arg(&n)
                 .arg(&code)
                 .arg(&p)
@@ -293,51 +807,51 @@ impl Backend for CudaBackend {
     }
 
     fn binary(&self, op: BinaryOp, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
-        let sfx = float_sfx(a.dtype).filter(|_| a.dtype == b.dtype);
         let rank = a.shape.len().max(b.shape.len());
-        let (Some(sfx), Some(code), true) = (sfx, binary_code(op), rank <= MAX_RANK) else {
-            return self.on_host(&[a, b], |cpu, h| cpu.binary(op, &h[0], &h[1]));
-        };
-        // Broadcast both to the output shape with 0 strides on size-1 / missing dims.
-        let pad = |s: &[usize]| -> Vec<usize> {
-            let mut v = vec![1; rank - s.len()];
-            v.extend_from_slice(s);
-            v
-        };
-        let (pa, pb) = (pad(&a.shape), pad(&b.shape));
-        let mut out = Vec::with_capacity(rank);
-        for k in 0..rank {
-            let (x, y) = (pa[k], pb[k]);
-            if x != y && x != 1 && y != 1 {
-                return Err(Error::msg(format!(
-                    "cannot broadcast {:?} with {:?}",
-                    a.shape, b.shape
-                )));
+        let same = a.dtype == b.dtype && rank <= MAX_RANK;
+        // Arithmetic on floats, or a comparison / logic op (bool out) on any type.
+        let kernel = match (binary_code(op), predicate_code(op)) {
+            (Some(code), _) => float_sfx(a.dtype).map(|s| (format!("binary_{s}"), code)),
+            (None, Some(code)) => {
+                let logic = matches!(op, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor);
+                let t = if a.dtype == DType::Bool {
+                    "u8"
+                } else {
+                    type_sfx(a.dtype)
+                };
+                (!logic || a.dtype == DType::Bool).then(|| (format!("compare_{t}"), code))
             }
-            out.push(if x == 1 { y } else { x });
-        }
-        let bst = |p: &[usize]| -> Vec<i64> {
-            contiguous(p)
-                .iter()
-                .zip(p.iter().zip(&out))
-                .map(|(&s, (&d, &o))| if d == 1 && o != 1 { 0 } else { s })
-                .collect()
+            (None, None) => None,
         };
-        let s = Strided::new(&out, &bst(&pa), &bst(&pb))?;
-        let y = self.alloc(a.dtype, out)?;
+        // Values the host already has (shape arithmetic) stay there: no launch, and the
+        // result keeps its host copy for the ops that read it.
+        let host_side = a.host.is_some() && b.host.is_some() && op.is_predicate();
+        let Some((name, code)) = kernel.filter(|_| same && !host_side) else {
+            return self.on_host(&format!("{op:?}"), &[a, b], |cpu, h| {
+                cpu.binary(op, &h[0], &h[1])
+            });
+        };
+        let (out, st) = Self::broadcast(&[&a.shape, &b.shape])?;
+        let s = Strided::new(&out, &st[0], &st[1])?;
+        let out_type = if op.is_predicate() {
+            DType::Bool
+        } else {
+            a.dtype
+        };
+        let y = self.alloc(out_type, out)?;
         if s.n == 0 {
             return Ok(y);
         }
-        let name = format!("binary_{sfx}");
         let f = self.dev.function("ops", &name)?;
-        // SAFETY: the strides address elements inside a and b; y holds s.n elements.
+        // SAFETY: the strides address elements inside a and b; y holds s.n elements of the
+        // kernel's output type.
         unsafe {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*a.buf)
-                .arg(&*b.buf)
-                .arg(&*y.buf)
+                .arg(&a.buf.ptr)
+                .arg(&b.buf.ptr)
+                .arg(&y.buf.ptr)
                 .arg(&s)
                 .arg(&code)
                 .launch(grid(s.n as usize))
@@ -347,14 +861,74 @@ impl Backend for CudaBackend {
     }
 
     fn where_cond(&self, c: &CudaTensor, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
-        self.on_host(&[c, a, b], |cpu, h| cpu.where_cond(&h[0], &h[1], &h[2]))
+        let rank = c.shape.len().max(a.shape.len()).max(b.shape.len());
+        let mirrored = c.host.is_some() && a.host.is_some() && b.host.is_some();
+        if c.dtype != DType::Bool || a.dtype != b.dtype || rank > MAX_RANK || mirrored {
+            return self.on_host("Where", &[c, a, b], |cpu, h| {
+                cpu.where_cond(&h[0], &h[1], &h[2])
+            });
+        }
+        let (out, st) = Self::broadcast(&[&c.shape, &a.shape, &b.shape])?;
+        let mut s = Strided3 {
+            n: out.iter().product::<usize>() as i64,
+            rank: out.len() as i32,
+            ..Default::default()
+        };
+        for k in 0..out.len() {
+            s.shape[k] = out[k] as i64;
+            s.c_st[k] = st[0][k];
+            s.a_st[k] = st[1][k];
+            s.b_st[k] = st[2][k];
+        }
+        let y = self.alloc(a.dtype, out)?;
+        if s.n == 0 {
+            return Ok(y);
+        }
+        let name = format!("where_{}", a.dtype.size());
+        let f = self.dev.function("ops", &name)?;
+        // SAFETY: the strides address elements inside c, a and b; y holds s.n elements.
+        unsafe {
+            self.dev
+                .stream
+                .launch_builder(&f)
+                .arg(&c.buf.ptr)
+                .arg(&a.buf.ptr)
+                .arg(&b.buf.ptr)
+                .arg(&y.buf.ptr)
+                .arg(&s)
+                .launch(grid(s.n as usize))
+                .map_err(cu_err(&name))?;
+        }
+        Ok(y)
     }
 
     fn cast(&self, x: &CudaTensor, to: DType) -> Result<CudaTensor> {
         if x.dtype == to {
             return Ok(x.clone());
         }
-        self.on_host(&[x], |cpu, h| cpu.cast(&h[0], to))
+        // A small value the host already has (shape arithmetic) is cast there: no launch.
+        if let Some(h) = &x.host {
+            return self.upload(&self.host.cast(h, to)?);
+        }
+        let y = self.alloc(to, x.shape.clone())?;
+        let n = x.numel() as i64;
+        if n == 0 {
+            return Ok(y);
+        }
+        let name = format!("cast_{}_{}", type_sfx(x.dtype), type_sfx(to));
+        let f = self.dev.function("ops", &name)?;
+        // SAFETY: x holds n elements of the source type, y n of the target type.
+        unsafe {
+            self.dev
+                .stream
+                .launch_builder(&f)
+                .arg(&x.buf.ptr)
+                .arg(&y.buf.ptr)
+                .arg(&n)
+                .launch(grid(n as usize))
+                .map_err(cu_err(&name))?;
+        }
+        Ok(y)
     }
 
     fn reduce(
@@ -364,12 +938,61 @@ impl Backend for CudaBackend {
         axes: &[usize],
         keepdims: bool,
     ) -> Result<CudaTensor> {
-        self.on_host(&[x], |cpu, h| cpu.reduce(op, &h[0], axes, keepdims))
+        let r = x.shape.len();
+        // One contiguous block of sorted axes: [outer, len, inner].
+        let block = axes.windows(2).all(|w| w[1] == w[0] + 1)
+            && axes.last().is_some_and(|&l| l < r);
+        let Some(sfx) = float_sfx(x.dtype).filter(|_| block) else {
+            return self.on_host(&format!("Reduce{op:?}"), &[x], |cpu, h| {
+                cpu.reduce(op, &h[0], axes, keepdims)
+            });
+        };
+        let (lo, hi) = (axes[0], axes[axes.len() - 1] + 1);
+        let len: usize = x.shape[lo..hi].iter().product();
+        let inner: usize = x.shape[hi..].iter().product();
+        let outer: usize = x.shape[..lo].iter().product();
+        let shape: Vec<usize> = x
+            .shape
+            .iter()
+            .enumerate()
+            .filter_map(|(d, &n)| match (axes.contains(&d), keepdims) {
+                (false, _) => Some(n),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        if len == 0 || outer * inner == 0 || outer * inner > u32::MAX as usize {
+            // Empty reductions (identity values) and huge grids: as the CPU computes them.
+            return self.on_host(&format!("Reduce{op:?}"), &[x], |cpu, h| {
+                cpu.reduce(op, &h[0], axes, keepdims)
+            });
+        }
+        let y = self.alloc(x.dtype, shape)?;
+        let name = format!("reduce_{}_{sfx}", reduce_name(op));
+        let f = self.dev.function("ops", &name)?;
+        let (len64, inner64) = (len as i64, inner as i64);
+        // SAFETY: one block per output reads `len` elements `inner` apart inside x.
+        unsafe {
+            self.dev
+                .stream
+                .launch_builder(&f)
+                .arg(&x.buf.ptr)
+                .arg(&y.buf.ptr)
+                .arg(&len64)
+                .arg(&inner64)
+                .launch(LaunchConfig {
+                    grid_dim: ((outer * inner) as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(cu_err(&name))?;
+        }
+        Ok(y)
     }
 
     fn softmax(&self, x: &CudaTensor, axis: usize, log: bool) -> Result<CudaTensor> {
         let Some(sfx) = float_sfx(x.dtype).filter(|_| axis < x.shape.len()) else {
-            return self.on_host(&[x], |cpu, h| cpu.softmax(&h[0], axis, log));
+            return self.on_host("Softmax", &[x], |cpu, h| cpu.softmax(&h[0], axis, log));
         };
         let len = x.shape[axis];
         let inner: usize = x.shape[axis + 1..].iter().product();
@@ -387,8 +1010,8 @@ impl Backend for CudaBackend {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*x.buf)
-                .arg(&*y.buf)
+                .arg(&x.buf.ptr)
+                .arg(&y.buf.ptr)
                 .arg(&len)
                 .arg(&inner64)
                 .arg(&logi)
@@ -403,158 +1026,83 @@ impl Backend for CudaBackend {
     }
 
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
-        let (ra, rb) = (a.shape.len(), b.shape.len());
-        let ok = a.dtype == b.dtype && float_sfx(a.dtype).is_some() && ra >= 2 && rb >= 2;
-        let (m, k, k2, n) = if ok {
-            (
-                a.shape[ra - 2],
-                a.shape[ra - 1],
-                b.shape[rb - 2],
-                b.shape[rb - 1],
-            )
-        } else {
-            (0, 0, 1, 0)
-        };
-        let (ba, bb) = (
-            &a.shape[..ra.saturating_sub(2)],
-            &b.shape[..rb.saturating_sub(2)],
-        );
-        // Batch dims must be equal, or b plain 2-D (weights): one strided batched GEMM.
-        let batch_ok = ba == bb || bb.is_empty();
-        if !ok || k != k2 || !batch_ok || m * n * k == 0 {
-            return self.on_host(&[a, b], |cpu, h| cpu.matmul(&h[0], &h[1]));
+        match self.gemm(a, b, false)? {
+            Some(y) => Ok(y),
+            None => self.on_host("MatMul", &[a, b], |cpu, h| cpu.matmul(&h[0], &h[1])),
         }
-        let batch: usize = ba.iter().product();
-        let mut shape = ba.to_vec();
-        shape.extend([m, n]);
-        let ny: usize = shape.iter().product();
-        let mut ybuf = self
-            .dev
-            .stream
-            .alloc_zeros::<u8>(ny * a.dtype.size())
-            .map_err(cu_err("alloc"))?;
-        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-        let stride_b = if bb.is_empty() { 0 } else { (k * n) as i64 };
-        let dims = GemmDims {
-            m: mi,
-            n: ni,
-            k: ki,
-            batch: batch as i32,
-            stride_a: stride_b,
-            stride_b: (m * k) as i64,
-            stride_c: (m * n) as i64,
-        };
-        let op = cublas_sys::cublasOperation_t::CUBLAS_OP_N;
-        let (na, nb) = (a.numel(), b.numel());
-        let err = cu_err("cuBLAS gemm");
-        // SAFETY: the views cover exactly the tensors' elements of the matching type; the
-        // GEMM dims and strides stay inside them.
-        unsafe {
-            let yb = &mut ybuf;
-            match a.dtype {
-                DType::F32 => {
-                    let (av, bv) = (a.buf.transmute::<f32>(na), b.buf.transmute::<f32>(nb));
-                    let mut yv = yb.transmute_mut::<f32>(ny);
-                    let (Some(av), Some(bv), Some(yv)) = (av, bv, yv.as_mut()) else {
-                        return Err(Error::msg("cuda: matmul buffer sizes"));
-                    };
-                    self.blas
-                        .gemm_strided_batched(dims.config(op, 1.0f32, 0.0), &bv, &av, yv)
-                        .map_err(err)?;
-                }
-                DType::F16 => {
-                    let (av, bv) = (
-                        a.buf.transmute::<half::f16>(na),
-                        b.buf.transmute::<half::f16>(nb),
-                    );
-                    let mut yv = yb.transmute_mut::<half::f16>(ny);
-                    let (Some(av), Some(bv), Some(yv)) = (av, bv, yv.as_mut()) else {
-                        return Err(Error::msg("cuda: matmul buffer sizes"));
-                    };
-                    let c = dims.config(op, half::f16::ONE, half::f16::ZERO);
-                    self.blas
-                        .gemm_strided_batched(c, &bv, &av, yv)
-                        .map_err(err)?;
-                }
-                _ => {
-                    let (av, bv) = (
-                        a.buf.transmute::<half::bf16>(na),
-                        b.buf.transmute::<half::bf16>(nb),
-                    );
-                    let mut yv = yb.transmute_mut::<half::bf16>(ny);
-                    let (Some(av), Some(bv), Some(yv)) = (av, bv, yv.as_mut()) else {
-                        return Err(Error::msg("cuda: matmul buffer sizes"));
-                    };
-                    let c = dims.config(op, half::bf16::ONE, half::bf16::ZERO);
-                    self.blas
-                        .gemm_strided_batched(c, &bv, &av, yv)
-                        .map_err(err)?;
-                }
-            }
+    }
+
+    fn matmul_transposed_b(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
+        match self.gemm(a, b, true)? {
+            Some(y) => Ok(y),
+            None => crate::backend::transpose_then_matmul(self, a, b),
         }
-        Ok(CudaTensor {
-            buf: Arc::new(ybuf),
-            shape,
-            dtype: a.dtype,
-            host: None,
-        })
     }
 
     fn gather(&self, data: &CudaTensor, indices: &CudaTensor, axis: usize) -> Result<CudaTensor> {
-        if axis >= data.shape.len() {
-            return self.on_host(&[data, indices], |cpu, h| cpu.gather(&h[0], &h[1], axis));
+        let idx_t = match indices.dtype {
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            _ => "",
+        };
+        if axis >= data.shape.len() || idx_t.is_empty() {
+            return self.on_host("Gather", &[data, indices], |cpu, h| {
+                cpu.gather(&h[0], &h[1], axis)
+            });
         }
         let len = data.shape[axis] as i64;
-        let idx = self.download(indices)?.to_i64_vec()?;
-        let mut norm = Vec::with_capacity(idx.len());
-        for &i in &idx {
-            let j = if i < 0 { i + len } else { i };
-            if j < 0 || j >= len {
-                return Err(Error::msg(format!(
-                    "gather index {i} out of range for axis {axis} of size {len}"
-                )));
+        // Indices the host already has are checked here, so the error names the node; the
+        // kernel checks the others on the device (`check_device_errors`).
+        if let Some(h) = &indices.host {
+            for &i in &h.to_i64_vec()? {
+                if i < -len || i >= len {
+                    return Err(Error::msg(format!(
+                        "gather index {i} out of range for axis {axis} of size {len}"
+                    )));
+                }
             }
-            norm.push(j);
         }
+        let nidx = indices.numel();
         let mut shape = data.shape[..axis].to_vec();
         shape.extend_from_slice(&indices.shape);
         shape.extend_from_slice(&data.shape[axis + 1..]);
         let y = self.alloc(data.dtype, shape)?;
         let outer: usize = data.shape[..axis].iter().product();
         let inner: usize = data.shape[axis + 1..].iter().product();
-        let total = outer * norm.len() * inner;
+        let total = outer * nidx * inner;
         if total == 0 {
             return Ok(y);
         }
-        let dev_idx = self
-            .dev
-            .stream
-            .clone_htod(&norm)
-            .map_err(cu_err("upload indices"))?;
-        let name = format!("gather_{}", data.dtype.size());
+        let name = format!("gather_{idx_t}_{}", data.dtype.size());
         let f = self.dev.function("ops", &name)?;
-        let (o, ni, a, inn) = (outer as i64, norm.len() as i64, len, inner as i64);
-        // SAFETY: indices were checked against the axis length; y holds outer*ni*inner elements.
+        let (o, ni, inn) = (outer as i64, nidx as i64, inner as i64);
+        let err = ptr_of_i64(&self.err, &self.dev);
+        // SAFETY: the kernel bounds-checks every index against the axis length (out of range:
+        // a zero and the error flag); y holds outer*ni*inner elements.
         unsafe {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*data.buf)
-                .arg(&dev_idx)
-                .arg(&*y.buf)
+                .arg(&data.buf.ptr)
+                .arg(&indices.buf.ptr)
+                .arg(&y.buf.ptr)
                 .arg(&o)
                 .arg(&ni)
-                .arg(&a)
+                .arg(&len)
                 .arg(&inn)
+                .arg(&err)
                 .launch(grid(total))
                 .map_err(cu_err(&name))?;
+        }
+        if indices.host.is_none() {
+            self.state().check_pending = true;
         }
         Ok(y)
     }
 
     fn transpose(&self, x: &CudaTensor, perm: &[usize]) -> Result<CudaTensor> {
         if x.shape.len() > MAX_RANK {
-            return self.on_host(&[x], |cpu, h| cpu.transpose(&h[0], perm));
+            return self.on_host("Transpose", &[x], |cpu, h| cpu.transpose(&h[0], perm));
         }
         if perm.len() != x.shape.len() || perm.iter().any(|&p| p >= x.shape.len()) {
             return Err(Error::msg(format!(
@@ -574,7 +1122,9 @@ impl Backend for CudaBackend {
     fn concat(&self, xs: &[&CudaTensor], axis: usize) -> Result<CudaTensor> {
         let first = xs.first().ok_or_else(|| Error::msg("concat of nothing"))?;
         if first.shape.len() > MAX_RANK {
-            return self.on_host(xs, |cpu, h| cpu.concat(&h.iter().collect::<Vec<_>>(), axis));
+            return self.on_host("Concat", xs, |cpu, h| {
+                cpu.concat(&h.iter().collect::<Vec<_>>(), axis)
+            });
         }
         let mut shape = first.shape.clone();
         if axis >= shape.len() {
@@ -601,7 +1151,7 @@ impl Backend for CudaBackend {
 
     fn slice(&self, x: &CudaTensor, dims: &[SliceDim]) -> Result<CudaTensor> {
         if x.shape.len() > MAX_RANK {
-            return self.on_host(&[x], |cpu, h| cpu.slice(&h[0], dims));
+            return self.on_host("Slice", &[x], |cpu, h| cpu.slice(&h[0], dims));
         }
         if dims.len() != x.shape.len() {
             return Err(Error::msg("slice: one SliceDim per axis"));
@@ -628,7 +1178,7 @@ impl Backend for CudaBackend {
         // Tile lowers to expands of rank 2 x its input's; beyond the kernels' rank limit the
         // copy runs on the host.
         if shape.len() > MAX_RANK {
-            return self.on_host(&[x], |cpu, h| cpu.expand(&h[0], shape));
+            return self.on_host("Expand", &[x], |cpu, h| cpu.expand(&h[0], shape));
         }
         if shape.len() < x.shape.len() {
             return Err(Error::msg("expand to a lower rank"));
@@ -653,7 +1203,7 @@ impl Backend for CudaBackend {
     }
 
     fn trilu(&self, x: &CudaTensor, k: i64, upper: bool) -> Result<CudaTensor> {
-        self.on_host(&[x], |cpu, h| cpu.trilu(&h[0], k, upper))
+        self.on_host("Trilu", &[x], |cpu, h| cpu.trilu(&h[0], k, upper))
     }
 
     fn rms_norm(
@@ -666,7 +1216,9 @@ impl Backend for CudaBackend {
         let cols: usize = x.shape.get(axis..).map(|s| s.iter().product()).unwrap_or(0);
         let sfx = float_sfx(x.dtype).filter(|_| scale.dtype == x.dtype && scale.numel() == cols);
         let Some(sfx) = sfx.filter(|_| cols > 0) else {
-            return self.on_host(&[x, scale], |cpu, h| cpu.rms_norm(&h[0], &h[1], axis, eps));
+            return self.on_host("RMSNorm", &[x, scale], |cpu, h| {
+                cpu.rms_norm(&h[0], &h[1], axis, eps)
+            });
         };
         let rows = x.numel() / cols;
         let y = self.alloc(x.dtype, x.shape.clone())?;
@@ -681,9 +1233,9 @@ impl Backend for CudaBackend {
             self.dev
                 .stream
                 .launch_builder(&f)
-                .arg(&*x.buf)
-                .arg(&*scale.buf)
-                .arg(&*y.buf)
+                .arg(&x.buf.ptr)
+                .arg(&scale.buf.ptr)
+                .arg(&y.buf.ptr)
                 .arg(&c)
                 .arg(&eps)
                 .launch(LaunchConfig {
@@ -694,45 +1246,5 @@ impl Backend for CudaBackend {
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
-    }
-}
-
-/// One batched row-major `C = A B` in cuBLAS's column-major terms (`C^T = B^T A^T`: cuBLAS sees
-/// `b` as the left operand), for any element type.
-struct GemmDims {
-    m: i32,
-    n: i32,
-    k: i32,
-    batch: i32,
-    stride_a: i64,
-    stride_b: i64,
-    stride_c: i64,
-}
-
-impl GemmDims {
-    fn config<T>(
-        &self,
-        op: cublas_sys::cublasOperation_t,
-        one: T,
-        zero: T,
-    ) -> StridedBatchedConfig<T> {
-        StridedBatchedConfig {
-            gemm: GemmConfig {
-                transa: op,
-                transb: op,
-                m: self.n,
-                n: self.m,
-                k: self.k,
-                alpha: one,
-                lda: self.n,
-                ldb: self.k,
-                beta: zero,
-                ldc: self.n,
-            },
-            batch_size: self.batch,
-            stride_a: self.stride_a,
-            stride_b: self.stride_b,
-            stride_c: self.stride_c,
-        }
     }
 }

@@ -1,6 +1,7 @@
 // Generic primitives of CudaBackend (backend/cuda/backend.rs): elementwise unary and broadcasting
-// binary ops on float tensors, strided copies (transpose, slice, expand, concat), gather, RMS
-// norm and softmax. One kernel name per op and storage type: `{op}_{dtype}`. The op codes of
+// binary ops on float tensors, strided copies (transpose, slice, expand, concat), RMS norm and
+// softmax; then casts, where, comparisons and logic, float reductions and a gather that reads
+// its indices on the device (what keeps a decode step's work on the device). One kernel name per op and storage type: `{op}_{dtype}`. The op codes of
 // unop / binop (OP_ADD, …) are #defined ahead of this file by backend/cuda/op_codes.rs (the one definition
 // the host side passes too).
 
@@ -166,19 +167,228 @@ OPS_KERNELS(float, f32)
 OPS_KERNELS(h16, f16)
 OPS_KERNELS(b16, bf16)
 
-// Gather rows: y[o, j, :] = data[o, idx[j], :] with indices already normalised and checked.
+// ---- What keeps a decode step on the device (a CUDA graph captures only device work) ----
+
+// Casts between every pair of stored types, one kernel per pair: cast_{from}_{to}. As the CPU
+// (backend/cpu/elementwise.rs): floats are read through f32 and integers through i64; float to
+// integer truncates toward zero, saturates and maps NaN to 0; narrowing integer casts wrap;
+// anything to bool is `!= 0` (NaN is true).
+struct bool8 { unsigned char x; };
+struct CastVal { int isf; float f; long long i; };
+__device__ __forceinline__ CastVal cast_ld(float v) { CastVal c; c.isf = 1; c.f = v; c.i = 0; return c; }
+__device__ __forceinline__ CastVal cast_ld(h16 v) { return cast_ld(to_f(v)); }
+__device__ __forceinline__ CastVal cast_ld(b16 v) { return cast_ld(to_f(v)); }
+__device__ __forceinline__ CastVal cast_ld(long long v) { CastVal c; c.isf = 0; c.f = 0.0f; c.i = v; return c; }
+__device__ __forceinline__ CastVal cast_ld(int v) { return cast_ld((long long)v); }
+__device__ __forceinline__ CastVal cast_ld(unsigned char v) { return cast_ld((long long)v); }
+__device__ __forceinline__ CastVal cast_ld(bool8 v) { return cast_ld((long long)(v.x != 0)); }
+// Rust's saturating float-to-int `as`.
+__device__ __forceinline__ long long sat_i64(float f, double lo, double hi) {
+    if (f != f) return 0;
+    double d = (double)f;
+    if (d <= lo) return (long long)lo;
+    if (d >= hi) return (long long)hi;
+    return (long long)d;
+}
+template <typename D> __device__ __forceinline__ D cast_st(CastVal c);
+template <> __device__ __forceinline__ float cast_st<float>(CastVal c) { return c.isf ? c.f : (float)c.i; }
+template <> __device__ __forceinline__ h16 cast_st<h16>(CastVal c) { return from_f<h16>(cast_st<float>(c)); }
+template <> __device__ __forceinline__ b16 cast_st<b16>(CastVal c) { return from_f<b16>(cast_st<float>(c)); }
+template <> __device__ __forceinline__ long long cast_st<long long>(CastVal c) {
+    return c.isf ? sat_i64(c.f, -9223372036854775808.0, 9223372036854775807.0) : c.i;
+}
+template <> __device__ __forceinline__ int cast_st<int>(CastVal c) {
+    return c.isf ? (int)sat_i64(c.f, -2147483648.0, 2147483647.0) : (int)c.i;
+}
+template <> __device__ __forceinline__ unsigned char cast_st<unsigned char>(CastVal c) {
+    return c.isf ? (unsigned char)sat_i64(c.f, 0.0, 255.0) : (unsigned char)c.i;
+}
+template <> __device__ __forceinline__ bool8 cast_st<bool8>(CastVal c) {
+    bool8 b; b.x = c.isf ? (c.f != 0.0f) : (c.i != 0); return b;
+}
+template <typename S, typename D>
+__device__ void cast_any(const S* __restrict__ x, D* __restrict__ y, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        y[i] = cast_st<D>(cast_ld(x[i]));
+}
+#define CAST_TO(S, SN, D, DN) \
+extern "C" __global__ void cast_##SN##_##DN(const S* x, D* y, long long n) { cast_any<S, D>(x, y, n); }
+#define CAST_FROM(S, SN) \
+CAST_TO(S, SN, float, f32) CAST_TO(S, SN, h16, f16) CAST_TO(S, SN, b16, bf16) \
+CAST_TO(S, SN, long long, i64) CAST_TO(S, SN, int, i32) CAST_TO(S, SN, unsigned char, u8) \
+CAST_TO(S, SN, bool8, bool)
+CAST_FROM(float, f32) CAST_FROM(h16, f16) CAST_FROM(b16, bf16) CAST_FROM(long long, i64)
+CAST_FROM(int, i32) CAST_FROM(unsigned char, u8) CAST_FROM(bool8, bool)
+
+// Three-way broadcasting: output element e reads cond, a and b through their own strides.
+struct Strided3 {
+    long long n;
+    int rank;
+    int pad;
+    long long shape[MAX_RANK];
+    long long c_st[MAX_RANK];
+    long long a_st[MAX_RANK];
+    long long b_st[MAX_RANK];
+};
+
 template <typename E>
-__device__ void gather(const E* __restrict__ data, const long long* __restrict__ idx, E* __restrict__ y,
-                       long long outer, long long nidx, long long axis_len, long long inner) {
+__device__ void where_sel(const unsigned char* __restrict__ c, const E* __restrict__ a,
+                          const E* __restrict__ b, E* __restrict__ y, Strided3 s) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < s.n;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long rem = e, co = 0, ao = 0, bo = 0;
+        for (int k = s.rank - 1; k >= 0; k--) {
+            long long i = rem % s.shape[k];
+            rem /= s.shape[k];
+            co += i * s.c_st[k];
+            ao += i * s.a_st[k];
+            bo += i * s.b_st[k];
+        }
+        y[e] = c[co] ? a[ao] : b[bo];
+    }
+}
+extern "C" __global__ void where_1(const unsigned char* c, const unsigned char* a, const unsigned char* b, unsigned char* y, Strided3 s) { where_sel(c, a, b, y, s); }
+extern "C" __global__ void where_2(const unsigned char* c, const unsigned short* a, const unsigned short* b, unsigned short* y, Strided3 s) { where_sel(c, a, b, y, s); }
+extern "C" __global__ void where_4(const unsigned char* c, const unsigned int* a, const unsigned int* b, unsigned int* y, Strided3 s) { where_sel(c, a, b, y, s); }
+extern "C" __global__ void where_8(const unsigned char* c, const unsigned long long* a, const unsigned long long* b, unsigned long long* y, Strided3 s) { where_sel(c, a, b, y, s); }
+
+// Comparisons (any stored type; floats compared as f32, so NaN compares false) and logic (bool)
+// with broadcasting, output bool: `a` through src_st, `b` through dst_st, as `binary`.
+__device__ __forceinline__ float cmp_val(float v) { return v; }
+__device__ __forceinline__ float cmp_val(h16 v) { return to_f(v); }
+__device__ __forceinline__ float cmp_val(b16 v) { return to_f(v); }
+__device__ __forceinline__ long long cmp_val(long long v) { return v; }
+__device__ __forceinline__ long long cmp_val(int v) { return v; }
+__device__ __forceinline__ long long cmp_val(unsigned char v) { return v; }
+template <typename V>
+__device__ __forceinline__ unsigned char predop(int op, V a, V b) {
+    switch (op) {
+        case OP_EQUAL: return a == b;
+        case OP_LESS: return a < b;
+        case OP_LESS_OR_EQUAL: return a <= b;
+        case OP_GREATER: return a > b;
+        case OP_GREATER_OR_EQUAL: return a >= b;
+        case OP_AND: return (a != 0) && (b != 0);
+        case OP_OR: return (a != 0) || (b != 0);
+        case OP_XOR: return (a != 0) != (b != 0);
+        // A code the host does not send: a host/kernel mismatch, never a silent result.
+        default: __trap(); return 0;
+    }
+}
+template <typename T>
+__device__ void compare(const T* __restrict__ a, const T* __restrict__ b, unsigned char* __restrict__ y, Strided s, int op) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < s.n;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long rem = e, ao = 0, bo = 0;
+        for (int k = s.rank - 1; k >= 0; k--) {
+            long long i = rem % s.shape[k];
+            rem /= s.shape[k];
+            ao += i * s.src_st[k];
+            bo += i * s.dst_st[k];
+        }
+        y[e] = predop(op, cmp_val(a[ao]), cmp_val(b[bo]));
+    }
+}
+extern "C" __global__ void compare_f32(const float* a, const float* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+extern "C" __global__ void compare_f16(const h16* a, const h16* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+extern "C" __global__ void compare_bf16(const b16* a, const b16* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+extern "C" __global__ void compare_i64(const long long* a, const long long* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+extern "C" __global__ void compare_i32(const int* a, const int* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+extern "C" __global__ void compare_u8(const unsigned char* a, const unsigned char* b, unsigned char* y, Strided s, int op) { compare(a, b, y, s, op); }
+
+// Float reductions over one contiguous block of axes: the input is [outer, len, inner] and one
+// block computes one of the outer * inner outputs, accumulating in f64 as the CPU does (the
+// order of the sum differs; the result rounds to the same f32 almost always).
+#define RED_SUM 0
+#define RED_MEAN 1
+#define RED_MAX 2
+#define RED_MIN 3
+#define RED_PROD 4
+#define RED_SUMSQ 5
+#define RED_L2 6
+#define RED_L1 7
+#define RED_LSE 8
+#define D_INF __longlong_as_double(0x7ff0000000000000LL)
+__device__ __forceinline__ double dmax_nan(double a, double b) { return (a >= b || a != a) ? a : b; }
+__device__ __forceinline__ double dmin_nan(double a, double b) { return (a <= b || a != a) ? a : b; }
+template <int OP>
+__device__ double red_combine(double a, double b) {
+    if (OP == RED_MAX || OP == RED_LSE) return dmax_nan(a, b);
+    if (OP == RED_MIN) return dmin_nan(a, b);
+    if (OP == RED_PROD) return a * b;
+    return a + b;
+}
+template <int OP>
+__device__ double block_reduce_d(double v, double* red) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = red_combine<OP>(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < nw; w++) v = red_combine<OP>(v, red[w]);
+    return v;
+}
+template <typename T, int OP>
+__device__ void reduce_axis(const T* __restrict__ x, T* __restrict__ y, long long len, long long inner) {
+    __shared__ double red[32];
+    long long o = blockIdx.x / inner, in = blockIdx.x % inner;
+    const T* base = x + o * len * inner + in;
+    double init = (OP == RED_MAX || OP == RED_LSE) ? -D_INF : (OP == RED_MIN ? D_INF : (OP == RED_PROD ? 1.0 : 0.0));
+    double acc = init;
+    for (long long i = threadIdx.x; i < len; i += blockDim.x) {
+        double v = (double)to_f(base[i * inner]);
+        if (OP == RED_SUMSQ || OP == RED_L2) v = v * v;
+        if (OP == RED_L1) v = fabs(v);
+        acc = red_combine<OP>(acc, v);
+    }
+    acc = block_reduce_d<OP>(acc, red);
+    if (OP == RED_LSE) {
+        double m = acc, s = 0.0;
+        __syncthreads();
+        for (long long i = threadIdx.x; i < len; i += blockDim.x) s += exp((double)to_f(base[i * inner]) - m);
+        s = block_reduce_d<RED_SUM>(s, red);
+        acc = (m == m && m != D_INF && m != -D_INF) ? m + log(s) : m;
+    }
+    if (OP == RED_MEAN) acc = acc / (double)len;
+    if (OP == RED_L2) acc = sqrt(acc);
+    if (threadIdx.x == 0) y[blockIdx.x] = from_f<T>((float)acc);
+}
+#define REDUCE_KERNEL(T, S, NAME, OP) \
+extern "C" __global__ void reduce_##NAME##_##S(const T* x, T* y, long long len, long long inner) { reduce_axis<T, OP>(x, y, len, inner); }
+#define REDUCE_KERNELS(T, S) \
+REDUCE_KERNEL(T, S, sum, RED_SUM) REDUCE_KERNEL(T, S, mean, RED_MEAN) REDUCE_KERNEL(T, S, max, RED_MAX) \
+REDUCE_KERNEL(T, S, min, RED_MIN) REDUCE_KERNEL(T, S, prod, RED_PROD) REDUCE_KERNEL(T, S, sumsq, RED_SUMSQ) \
+REDUCE_KERNEL(T, S, l2, RED_L2) REDUCE_KERNEL(T, S, l1, RED_L1) REDUCE_KERNEL(T, S, lse, RED_LSE)
+REDUCE_KERNELS(float, f32)
+REDUCE_KERNELS(h16, f16)
+REDUCE_KERNELS(b16, bf16)
+
+// Gather with the indices on the device (i64 or i32, negative counts from the end): nothing
+// leaves the device, so the step stays capturable. An index out of range writes 0 and records
+// itself in `err` ([flag, index, axis length]); the host reads `err` at its next sync.
+template <typename E, typename I>
+__device__ void gather_dev(const E* __restrict__ data, const I* __restrict__ idx, E* __restrict__ y,
+                           long long outer, long long nidx, long long axis_len, long long inner,
+                           long long* err) {
     long long n = outer * nidx * inner;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
          e += (long long)gridDim.x * blockDim.x) {
         long long i = e % inner, j = (e / inner) % nidx, o = e / (inner * nidx);
-        y[e] = data[(o * axis_len + idx[j]) * inner + i];
+        long long raw = (long long)idx[j];
+        long long k = raw < 0 ? raw + axis_len : raw;
+        if (k < 0 || k >= axis_len) {
+            if (i == 0 && o == 0) { err[1] = raw; err[2] = axis_len; atomicExch((unsigned long long*)err, 1ull); }
+            y[e] = (E)0;
+            continue;
+        }
+        y[e] = data[(o * axis_len + k) * inner + i];
     }
 }
-
-extern "C" __global__ void gather_1(const unsigned char* d, const long long* i, unsigned char* y, long long o, long long n, long long a, long long in) { gather(d, i, y, o, n, a, in); }
-extern "C" __global__ void gather_2(const unsigned short* d, const long long* i, unsigned short* y, long long o, long long n, long long a, long long in) { gather(d, i, y, o, n, a, in); }
-extern "C" __global__ void gather_4(const unsigned int* d, const long long* i, unsigned int* y, long long o, long long n, long long a, long long in) { gather(d, i, y, o, n, a, in); }
-extern "C" __global__ void gather_8(const unsigned long long* d, const long long* i, unsigned long long* y, long long o, long long n, long long a, long long in) { gather(d, i, y, o, n, a, in); }
+#define GATHER_DEV(E, ES, I, IS) \
+extern "C" __global__ void gather_##IS##_##ES(const E* d, const I* i, E* y, long long o, long long n, long long a, long long in, long long* err) { gather_dev(d, i, y, o, n, a, in, err); }
+GATHER_DEV(unsigned char, 1, long long, i64) GATHER_DEV(unsigned short, 2, long long, i64)
+GATHER_DEV(unsigned int, 4, long long, i64) GATHER_DEV(unsigned long long, 8, long long, i64)
+GATHER_DEV(unsigned char, 1, int, i32) GATHER_DEV(unsigned short, 2, int, i32)
+GATHER_DEV(unsigned int, 4, int, i32) GATHER_DEV(unsigned long long, 8, int, i32)
