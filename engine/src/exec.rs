@@ -404,10 +404,7 @@ impl<B: Backend> Executor<B> {
     /// on inputs of exactly these shapes: a decode step at a fixed cache length (a window) is
     /// the same plan every time, and its remaining steps are device work a CUDA graph can
     /// capture. Returns the plan and this run's outputs.
-    pub fn specialise(
-        &self,
-        inputs: &[(&str, B::Tensor)],
-    ) -> Result<(Specialised<B::Tensor>, Vec<B::Tensor>)> {
+    pub fn specialise(&self, inputs: &[(&str, B::Tensor)]) -> Result<SpecialisedRun<B::Tensor>> {
         let mut values = self.bind_inputs(inputs)?;
         let mut fixed = vec![false; self.n_slots];
         for (slot, _) in &self.constants {
@@ -545,6 +542,9 @@ pub enum StepMode {
     /// Runs each time and did work on the host the last time it was probed: why.
     Host(String),
 }
+
+/// What [`Executor::specialise`] gives: the plan, and the outputs of the run that made it.
+pub type SpecialisedRun<T> = (Specialised<T>, Vec<T>);
 
 /// A plan specialised on one set of input shapes ([`Executor::specialise`]).
 pub struct Specialised<T> {

@@ -397,7 +397,11 @@ fn tiny_generic_decoder_captures_its_step_and_matches_the_cpu() {
     assert_eq!(g.unwrap().captures, 0);
 
     dec.set_trace(true).unwrap();
-    assert_eq!(dec.decode(&prompt, 40).unwrap().generated_ids, want, "traced");
+    assert_eq!(
+        dec.decode(&prompt, 40).unwrap().generated_ids,
+        want,
+        "traced"
+    );
     let t = dec.trace().unwrap();
     let c = t.capture.unwrap();
     println!("{}", c.graph);
@@ -407,7 +411,10 @@ fn tiny_generic_decoder_captures_its_step_and_matches_the_cpu() {
     let count = |f: fn(&engine::session::OpCapture) -> usize| c.ops.iter().map(f).sum::<usize>();
     assert!(count(|o| o.captured) > 0 && count(|o| o.folded) > 0);
     let shape = c.ops.iter().find(|o| o.op_type == "Shape").unwrap();
-    assert_eq!(shape.captured, 0, "Shape is folded for the window: {shape:?}");
+    assert_eq!(
+        shape.captured, 0,
+        "Shape is folded for the window: {shape:?}"
+    );
 }
 
 /// A prompt longer than one batched-prefill chunk (4096 rows) and than many 256-key attention

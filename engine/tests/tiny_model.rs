@@ -145,7 +145,9 @@ fn a_fixed_window_decodes_as_the_growing_cache() {
     };
     let grown = session.generate(&prompt, &opts, true).unwrap();
     for window in [prompt.len() + 32, 64, 100] {
-        let fixed = session.generate_window(&prompt, &opts, window, true).unwrap();
+        let fixed = session
+            .generate_window(&prompt, &opts, window, true)
+            .unwrap();
         assert_eq!(
             fixed.generated_ids, grown.generated_ids,
             "window {window}: token for token"
@@ -157,7 +159,10 @@ fn a_fixed_window_decodes_as_the_growing_cache() {
                 .zip(b)
                 .map(|(x, y)| (x - y).abs())
                 .fold(0.0f32, f32::max);
-            assert!(worst < 1e-4, "window {window}, step {step}: logits differ by {worst}");
+            assert!(
+                worst < 1e-4,
+                "window {window}, step {step}: logits differ by {worst}"
+            );
         }
     }
     let err = session

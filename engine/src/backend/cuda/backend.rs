@@ -90,8 +90,35 @@ struct Strided {
 // SAFETY: `Strided` is `repr(C)` plain data with the layout of the C struct it is passed as.
 unsafe impl DeviceRepr for Strided {}
 
+/// The same walk over fewer dims: size-1 dims dropped, and each pair of neighbours merged where
+/// both stride lists step over the inner one contiguously (`st[k] = st[k+1] · shape[k+1]`), so
+/// elements keep their order. A Tile of a rank-5 value expands to rank 10; compacted, it is 4.
+fn compact(shape: &[usize], a: &[i64], b: &[i64]) -> (Vec<usize>, Vec<i64>, Vec<i64>) {
+    let (mut sh, mut sa, mut sb): (Vec<usize>, Vec<i64>, Vec<i64>) = (vec![], vec![], vec![]);
+    for k in 0..shape.len() {
+        if shape[k] == 1 {
+            continue;
+        }
+        if let (Some(&n), Some(&pa), Some(&pb)) = (sh.last(), sa.last(), sb.last()) {
+            let inner = shape[k] as i64;
+            if pa == a[k] * inner && pb == b[k] * inner {
+                let last = sh.len() - 1;
+                sh[last] = n * shape[k];
+                sa[last] = a[k];
+                sb[last] = b[k];
+                continue;
+            }
+        }
+        sh.push(shape[k]);
+        sa.push(a[k]);
+        sb.push(b[k]);
+    }
+    (sh, sa, sb)
+}
+
 impl Strided {
     fn new(shape: &[usize], src_st: &[i64], dst_st: &[i64]) -> Result<Strided> {
+        let (shape, src_st, dst_st) = &compact(shape, src_st, dst_st);
         if shape.len() > MAX_RANK {
             return Err(Error::msg(format!(
                 "cuda: rank {} exceeds the kernels' limit of {MAX_RANK}",
@@ -189,10 +216,7 @@ impl CudaBackend {
     pub fn new() -> Result<CudaBackend> {
         let dev = Device::new()?;
         let blas = CudaBlas::new(dev.stream.clone()).map_err(cu_err("cannot create cuBLAS"))?;
-        let err = dev
-            .stream
-            .alloc_zeros::<i64>(3)
-            .map_err(cu_err("alloc"))?;
+        let err = dev.stream.alloc_zeros::<i64>(3).map_err(cu_err("alloc"))?;
         Ok(CudaBackend {
             dev,
             blas,
@@ -446,8 +470,7 @@ impl CudaBackend {
                 }
                 // SAFETY: uninitialised device memory is only ever written before it is read
                 // (above); u8 has no invalid bit patterns.
-                let mem =
-                    unsafe { self.dev.stream.alloc::<u8>(bytes) }.map_err(cu_err("alloc"))?;
+                let mem = unsafe { self.dev.stream.alloc::<u8>(bytes) }.map_err(cu_err("alloc"))?;
                 Buf {
                     ptr: ptr_of(&mem, &self.dev),
                     _keep: Arc::new(mem),
@@ -732,10 +755,7 @@ impl Backend for CudaBackend {
                 )
             }
             .map_err(cu_err("download"))?;
-            self.dev
-                .stream
-                .synchronize()
-                .map_err(cu_err("download"))?;
+            self.dev.stream.synchronize().map_err(cu_err("download"))?;
         }
         self.check_device_errors()?;
         Tensor::new(t.shape.clone(), Data::from_le_bytes(t.dtype, &bytes))
@@ -940,9 +960,13 @@ impl Backend for CudaBackend {
     ) -> Result<CudaTensor> {
         let r = x.shape.len();
         // One contiguous block of sorted axes: [outer, len, inner].
-        let block = axes.windows(2).all(|w| w[1] == w[0] + 1)
-            && axes.last().is_some_and(|&l| l < r);
-        let Some(sfx) = float_sfx(x.dtype).filter(|_| block) else {
+        let block =
+            axes.windows(2).all(|w| w[1] == w[0] + 1) && axes.last().is_some_and(|&l| l < r);
+        // bf16 stays on the host: the device kernel's bf16 results left the differential
+        // suite's tolerance against the oracle on the H200 (f32 and f16 within it), not yet
+        // triaged.
+        let device = block && x.dtype != DType::BF16;
+        let Some(sfx) = float_sfx(x.dtype).filter(|_| device) else {
             return self.on_host(&format!("Reduce{op:?}"), &[x], |cpu, h| {
                 cpu.reduce(op, &h[0], axes, keepdims)
             });
@@ -1175,11 +1199,6 @@ impl Backend for CudaBackend {
     }
 
     fn expand(&self, x: &CudaTensor, shape: &[usize]) -> Result<CudaTensor> {
-        // Tile lowers to expands of rank 2 x its input's; beyond the kernels' rank limit the
-        // copy runs on the host.
-        if shape.len() > MAX_RANK {
-            return self.on_host("Expand", &[x], |cpu, h| cpu.expand(&h[0], shape));
-        }
         if shape.len() < x.shape.len() {
             return Err(Error::msg("expand to a lower rank"));
         }
@@ -1196,7 +1215,11 @@ impl Backend for CudaBackend {
             }
             src[lead + k] = if d == 1 { 0 } else { st[k] };
         }
-        let s = Strided::new(shape, &src, &contiguous(shape))?;
+        // Tile lowers to expands of rank 2 x its input's: compacted, most fit the kernels' rank
+        // limit; the rest copy on the host.
+        let Ok(s) = Strided::new(shape, &src, &contiguous(shape)) else {
+            return self.on_host("Expand", &[x], |cpu, h| cpu.expand(&h[0], shape));
+        };
         let y = self.alloc(x.dtype, shape.to_vec())?;
         self.copy(x, &y, s)?;
         Ok(y)
