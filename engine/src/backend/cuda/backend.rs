@@ -681,19 +681,6 @@ struct Strided3 {
 // SAFETY: `Strided3` is `repr(C)` plain data with the layout of the C struct it is passed as.
 unsafe impl DeviceRepr for Strided3 {}
 
-/// The kernel-name suffix of every stored type (`cast_{from}_{to}`, `compare_{t}`).
-fn type_sfx(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::I64 => "i64",
-        DType::I32 => "i32",
-        DType::U8 => "u8",
-        DType::Bool => "bool",
-    }
-}
-
 /// The `reduce_{name}_{t}` kernel of each reduction.
 fn reduce_name(op: ReduceOp) -> &'static str {
     match op {
@@ -837,7 +824,7 @@ impl Backend for CudaBackend {
                 let t = if a.dtype == DType::Bool {
                     "u8"
                 } else {
-                    type_sfx(a.dtype)
+                    a.dtype.name()
                 };
                 (!logic || a.dtype == DType::Bool).then(|| (format!("compare_{t}"), code))
             }
@@ -935,7 +922,8 @@ impl Backend for CudaBackend {
         if n == 0 {
             return Ok(y);
         }
-        let name = format!("cast_{}_{}", type_sfx(x.dtype), type_sfx(to));
+        // Kernels are named by the types' names (`DType::name`): cast_{from}_{to}.
+        let name = format!("cast_{}_{}", x.dtype.name(), to.name());
         let f = self.dev.function("ops", &name)?;
         // SAFETY: x holds n elements of the source type, y n of the target type.
         unsafe {
