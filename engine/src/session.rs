@@ -515,19 +515,14 @@ impl<B: Backend> Session<B> {
         drop(cache);
         out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut plan = None;
-        loop {
-            let raw = keep_logits.then(|| logits.clone());
-            let next = sampler.next_token(&mut logits, &history)?;
-            out.logits.extend(raw);
-            history.push(next);
-            out.generated_ids.push(next);
-            if opts.eos_token_ids.contains(&next) {
-                out.stopped_on_eos = true;
-                break;
-            }
-            if out.generated_ids.len() >= opts.max_new_tokens {
-                break;
-            }
+        while let Some(next) = next_token(
+            &mut sampler,
+            &mut logits,
+            &mut history,
+            &mut out,
+            opts,
+            keep_logits,
+        )? {
             let t = Instant::now();
             let host = self.window_inputs(next, filled, window)?;
             let mut inputs: Vec<(&str, B::Tensor)> = Vec::with_capacity(3 + 2 * past.layers.len());
@@ -630,20 +625,14 @@ impl<B: Backend> Session<B> {
             drop(cache);
         }
         out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-        loop {
-            // The processors write into the logits: keep the model's own when asked for them.
-            let raw = keep_logits.then(|| logits.clone());
-            let next = sampler.next_token(&mut logits, &history)?;
-            out.logits.extend(raw);
-            history.push(next);
-            out.generated_ids.push(next);
-            if opts.eos_token_ids.contains(&next) {
-                out.stopped_on_eos = true;
-                break;
-            }
-            if out.generated_ids.len() >= opts.max_new_tokens {
-                break;
-            }
+        while let Some(next) = next_token(
+            &mut sampler,
+            &mut logits,
+            &mut history,
+            &mut out,
+            opts,
+            keep_logits,
+        )? {
             let t = Instant::now();
             if let Some((pool, seq, past)) = &mut paged {
                 let present;
@@ -671,6 +660,32 @@ impl<B: Backend> Session<B> {
         }
         Ok(out)
     }
+}
+
+/// Picks the next token from `logits` into `out` and `history`; `None` when generation stops
+/// there (an end-of-sequence id, or the token limit reached).
+fn next_token(
+    sampler: &mut Sampler,
+    logits: &mut [f32],
+    history: &mut History,
+    out: &mut Generation,
+    opts: &GenerateOptions,
+    keep_logits: bool,
+) -> Result<Option<u32>> {
+    // The processors write into the logits: keep the model's own when asked for them.
+    let raw = keep_logits.then(|| logits.to_vec());
+    let next = sampler.next_token(logits, history)?;
+    out.logits.extend(raw);
+    history.push(next);
+    out.generated_ids.push(next);
+    if opts.eos_token_ids.contains(&next) {
+        out.stopped_on_eos = true;
+        return Ok(None);
+    }
+    if out.generated_ids.len() >= opts.max_new_tokens {
+        return Ok(None);
+    }
+    Ok(Some(next))
 }
 
 /// Index of the largest value; the lowest index wins ties; NaN never wins.
