@@ -1,15 +1,36 @@
 //! The graph executor: turns a loaded [`Model`] into a topologically ordered plan of parsed ops
 //! over value slots, folds everything that depends only on initializers/constants once at build
-//! time, and runs the plan on a [`Backend`], freeing each intermediate after its last use.
-//! Shapes are not inferred ahead: every op resolves its output shape at run time.
+//! time, rewrites the plan where several nodes are one computation (`exec/fuse.rs`), and runs it
+//! on a [`Backend`], freeing each intermediate after its last use. Shapes are not inferred ahead:
+//! every op resolves its output shape at run time.
 
 use std::collections::HashMap;
 use std::path::Path;
+
+mod fuse;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::onnx::Model;
 use crate::ops::{self, Op, ParseError};
+
+/// How [`Executor::with_options`] builds a plan.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecOptions {
+    /// Fuse the node patterns of `exec/fuse.rs` (decomposed RMS norm, rotate-half RoPE,
+    /// SwiGLU's gate) into one step each. On by default: a backend without their kernels runs
+    /// the same nodes inside the step, so only a device with kernels computes differently
+    /// (the same values, with fewer launches). Off: the plan has one step per node.
+    pub fuse_patterns: bool,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            fuse_patterns: true,
+        }
+    }
+}
 
 struct Step {
     name: String,
@@ -44,8 +65,13 @@ impl<B: Backend> std::fmt::Debug for Executor<B> {
 
 impl<B: Backend> Executor<B> {
     /// Parses every node (all unsupported ops are reported in one error), orders the graph,
-    /// uploads initializers and folds constant subgraphs.
+    /// uploads initializers, folds constant subgraphs and fuses (default [`ExecOptions`]).
     pub fn new(model: &Model, backend: B) -> Result<Executor<B>> {
+        Self::with_options(model, backend, ExecOptions::default())
+    }
+
+    /// [`Executor::new`] with `options`.
+    pub fn with_options(model: &Model, backend: B, options: ExecOptions) -> Result<Executor<B>> {
         let dir = model.path.parent().unwrap_or(Path::new("."));
         let mut unsupported: Vec<(String, String)> = Vec::new();
         let mut parsed = Vec::with_capacity(model.nodes.len());
@@ -193,7 +219,14 @@ impl<B: Backend> Executor<B> {
             .iter()
             .map(|p| slot_of[p.name.as_str()])
             .collect();
-        fuse_transposed_matmuls(&mut steps, &graph_outputs);
+        fuse::fuse_transposed_matmuls(&mut steps, &graph_outputs);
+        if options.fuse_patterns {
+            let value = |slot: usize| {
+                let t = constant.get(slot)?.as_ref()?;
+                backend.download(t).ok()
+            };
+            fuse::fuse_patterns(&mut steps, &graph_outputs, n_slots, &value);
+        }
 
         let inputs: Vec<(String, usize)> = model
             .inputs
@@ -571,64 +604,6 @@ impl<T> Specialised<T> {
     pub fn modes(&self) -> &[StepMode] {
         &self.mode
     }
-}
-
-/// Folds `Transpose` steps that only swap the last two axes into the one `MatMul` that reads
-/// them as its right operand ([`Op::MatMulTransposedB`]): the backend then reads the matrix in
-/// place (the decode step's `q · Kᵀ` over the whole KV cache was a full copy of the keys per
-/// layer). Only when nothing else reads the transposed value and it is not a graph output; the
-/// fused step keeps the MatMul's name with the transpose's after it, so errors name both.
-fn fuse_transposed_matmuls(steps: &mut Vec<Step>, graph_outputs: &[usize]) {
-    let mut readers: HashMap<usize, usize> = HashMap::new();
-    for s in steps.iter() {
-        for &i in s.inputs.iter().flatten() {
-            *readers.entry(i).or_default() += 1;
-        }
-    }
-    let swaps_last_two = |perm: &[i64]| {
-        let r = perm.len();
-        r >= 2
-            && perm.iter().enumerate().all(|(d, &p)| {
-                let want = if d == r - 2 {
-                    r - 1
-                } else if d == r - 1 {
-                    r - 2
-                } else {
-                    d
-                };
-                p == want as i64
-            })
-    };
-    let mut drop = vec![false; steps.len()];
-    for k in 0..steps.len() {
-        if !matches!(steps[k].op, Op::MatMul) {
-            continue;
-        }
-        let Some(Some(b)) = steps[k].inputs.get(1).copied() else {
-            continue;
-        };
-        if readers.get(&b) != Some(&1) || graph_outputs.contains(&b) {
-            continue;
-        }
-        let Some(t) = (0..k).rev().find(|&t| steps[t].outputs.contains(&Some(b))) else {
-            continue;
-        };
-        let fusable = matches!(&steps[t].op, Op::Transpose { perm: Some(p) } if swaps_last_two(p))
-            && steps[t].outputs.len() == 1
-            && !drop[t];
-        let Some(Some(src)) = steps[t].inputs.first().copied().filter(|_| fusable) else {
-            continue;
-        };
-        steps[k].op = Op::MatMulTransposedB;
-        steps[k].inputs[1] = Some(src);
-        steps[k].name = format!("{} (+ {})", steps[k].name, steps[t].name);
-        drop[t] = true;
-    }
-    let mut i = 0;
-    steps.retain(|_| {
-        i += 1;
-        !drop[i - 1]
-    });
 }
 
 /// Wall time per plan step, summed over the runs traced into it (see [`Executor::run_traced`]).

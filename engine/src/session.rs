@@ -15,7 +15,7 @@ use std::time::Instant;
 use crate::backend::{Backend, SliceDim};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{Executor, OpTime, OpTrace};
+use crate::exec::{ExecOptions, Executor, OpTime, OpTrace};
 use crate::kv_cache::{DEFAULT_PAGE_TOKENS, KvLayout, MAX_PAGES, PagePool, PoolConfig, SequenceId};
 use crate::package::{IoMap, Package};
 use crate::sampling::{History, Sampler, SamplingConfig};
@@ -153,7 +153,12 @@ impl<B: Backend> std::fmt::Debug for Session<B> {
 
 impl<B: Backend> Session<B> {
     pub fn new(package: &Package, backend: B) -> Result<Session<B>> {
-        let exec = Executor::new(&package.model, backend)?;
+        Self::with_options(package, backend, ExecOptions::default())
+    }
+
+    /// [`Session::new`] with the executor's plan built under `options`.
+    pub fn with_options(package: &Package, backend: B, options: ExecOptions) -> Result<Session<B>> {
+        let exec = Executor::with_options(&package.model, backend, options)?;
         let i32_inputs = package
             .model
             .inputs
@@ -360,7 +365,7 @@ impl<B: Backend> Session<B> {
 
     /// The executor (plans, specialisation, per-op names): the CUDA generic decoder drives it.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn executor(&self) -> &Executor<B> {
+    pub fn executor(&self) -> &Executor<B> {
         &self.exec
     }
 

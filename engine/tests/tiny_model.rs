@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use engine::exec::ExecOptions;
 use engine::package::Package;
 use engine::session::{GenerateOptions, Session};
 use engine::text::TextCodec;
@@ -130,6 +131,47 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
 /// step runs) gives the growing cache's tokens, and logits within rounding: the padding's
 /// attention weights are exact zeros. The specialised plan runs fewer steps than the graph
 /// (the shape arithmetic is folded once). A window too small for the request is an error.
+/// The tiny graph spells RoPE with Split (q and k), SwiGLU's gate, and its post-attention norm
+/// as Pow/ReduceMean/…/Mul: the executor fuses those 4 runs per layer into one step each
+/// (`exec/fuse.rs`), and on the CPU the fused plan decodes the same logits, bit for bit.
+#[test]
+fn the_fused_plan_decodes_the_unfused_plans_logits() {
+    let tmp = tiny_dir();
+    let package = Package::open(tmp.path()).unwrap();
+    let codec = TextCodec::open(tmp.path()).unwrap();
+    let fused = Session::new(&package, CpuBackend::new(1).unwrap()).unwrap();
+    let plain = Session::with_options(
+        &package,
+        CpuBackend::new(1).unwrap(),
+        ExecOptions {
+            fuse_patterns: false,
+        },
+    )
+    .unwrap();
+    let layers = package.io.layers.len();
+    assert_eq!(
+        plain.executor().num_steps() - fused.executor().num_steps(),
+        layers * (5 + 5 + 2 + 5),
+        "two RoPE runs of 6 nodes, a gate of 3 and a norm of 6 per layer, one step each"
+    );
+    let prompt = codec.encode("Once upon a time there was").unwrap();
+    let opts = GenerateOptions {
+        max_new_tokens: 16,
+        eos_token_ids: vec![],
+        use_kv_cache: true,
+        sampling: Default::default(),
+    };
+    let a = fused.generate(&prompt, &opts, true).unwrap();
+    let b = plain.generate(&prompt, &opts, true).unwrap();
+    assert_eq!(a.generated_ids, b.generated_ids);
+    let bits = |l: &[Vec<f32>]| -> Vec<Vec<u32>> {
+        l.iter()
+            .map(|v| v.iter().map(|x| x.to_bits()).collect())
+            .collect()
+    };
+    assert_eq!(bits(&a.logits), bits(&b.logits), "logits, bit for bit");
+}
+
 #[test]
 fn a_fixed_window_decodes_as_the_growing_cache() {
     let tmp = tiny_dir();

@@ -125,6 +125,23 @@ pub struct SliceDim {
     pub len: usize,
 }
 
+/// A computation the executor recognised in a run of ONNX nodes (`exec/fuse.rs`) that a device
+/// may do in one kernel ([`Backend::fused`]). Each names the nodes it stands for; its inputs are
+/// already checked against the conditions below by the op layer (`ops/fused.rs`), which runs
+/// the nodes themselves when a backend has no kernel for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fused {
+    /// Inputs `x`, `w`: `Mul(Div(x, Sqrt(Add(ReduceMean(x·x, last axis), eps))), w)`, `w`
+    /// holding one value per element of `x`'s last axis.
+    RmsNorm { eps: f32 },
+    /// Inputs `x`, `cos`, `sin`: `x·cos + rotate_half(x)·sin`, where `rotate_half(x)` is
+    /// `Concat(-x[…, half..], x[…, ..half])` on the last axis (of length `2 · half`), and `cos`,
+    /// `sin` have one shape that broadcasts to `x`'s.
+    Rotary { half: usize },
+    /// Inputs `g`, `u` of one shape: `(g · Sigmoid(g)) · u` (SwiGLU's gate).
+    SiluMul,
+}
+
 /// The primitives of a device. `Tensor` is the device's tensor handle; cloning it is cheap.
 pub trait Backend {
     type Tensor: Clone + std::fmt::Debug;
@@ -209,6 +226,15 @@ pub trait Backend {
         axis: usize,
         eps: f32,
     ) -> Result<Self::Tensor>;
+    /// `op` over `xs` in one kernel, or `None` when this backend has none (the op layer then runs
+    /// the nodes `op` stands for). A kernel rounds every intermediate to the storage type as
+    /// those nodes would, so its result is theirs on the same device (a reduction may sum in
+    /// another order). Default: `None` (the CPU runs the nodes: its fused plan gives the
+    /// unfused plan's bits).
+    fn fused(&self, op: &Fused, xs: &[&Self::Tensor]) -> Result<Option<Self::Tensor>> {
+        let _ = (op, xs);
+        Ok(None)
+    }
 }
 
 /// `matmul(a, transpose(b))` with the last two axes of `b` swapped: the two ops that

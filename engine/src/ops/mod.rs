@@ -8,13 +8,15 @@
 //! [`generate`]. Each family owns its ops' parse functions (its `OPS` list) and their
 //! evaluation; this module holds the [`Op`] enum and its dispatch, the [`REGISTRY`] assembled
 //! from the families' lists (from which [`SUPPORTED`] is derived and through which [`parse`]
-//! looks a node up), and the helpers the families share.
+//! looks a node up), and the helpers the families share. [`fused`] is not a family: it runs the
+//! steps the executor fused from several nodes.
 //!
 //! Shape-like inputs (Reshape's shape, Slice's starts, …) are read on the host via
 //! [`Backend::download`]; they are small i64 tensors.
 
 mod attr;
 mod elementwise;
+mod fused;
 mod generate;
 mod layout;
 mod linalg;
@@ -25,6 +27,7 @@ use std::path::Path;
 
 use half::{bf16, f16};
 
+pub use fused::{BodyNode, FusedOp, Pattern};
 pub use layout::{reshape_target, slice_dim};
 
 use crate::backend::{Backend, BinaryOp, ReduceOp, UnaryOp};
@@ -153,6 +156,9 @@ pub enum Op {
         tanh: bool,
     },
     HardSwish,
+    /// Not an ONNX op: a run of nodes the executor recognised as one computation (`exec/fuse.rs`),
+    /// run as one backend kernel where the device has it, else node by node ([`FusedOp`]).
+    Fused(Box<FusedOp>),
 }
 
 /// Parses one node (from a model whose default-domain opset is `opset`, stored in `model_dir`)
@@ -420,6 +426,7 @@ impl Op {
             Op::Constant(t) => generate::constant(b, t),
             Op::ConstantOfShape(value) => generate::constant_of_shape(b, inputs, value),
             Op::Range => generate::range(b, inputs),
+            Op::Fused(f) => f.eval(b, inputs),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use engine::exec::Executor;
+use engine::exec::{ExecOptions, Executor};
 use engine::onnx::{Model, tensor_to_proto};
 use engine::{CpuBackend, DType, Data, Result, Tensor};
 use half::{bf16, f16};
@@ -322,11 +322,6 @@ impl Graph {
         }
     }
 
-    /// Loads, plans (parse + constant folding) and runs the graph on `CpuBackend::new(threads)`;
-    /// returns the graph outputs in declaration order. With `ENGINE_TEST_BACKEND=cuda` (a build
-    /// with `--features cuda`) it runs on the GPU's `CudaBackend` instead, so the differential
-    /// suite checks every op × dtype on CUDA against the oracle; no GPU is then an error, never
-    /// a skip.
     /// Steps of the CPU executor's plan after folding and fusion.
     #[allow(dead_code)]
     pub fn plan_steps(&self) -> Result<usize> {
@@ -342,7 +337,17 @@ impl Graph {
         Executor::new(&model, CpuBackend::new(1)?)?.run(feeds)
     }
 
+    /// Loads, plans (parse + constant folding + fusion) and runs the graph on
+    /// `CpuBackend::new(threads)`; returns the graph outputs in declaration order. With
+    /// `ENGINE_TEST_BACKEND=cuda` (a build with `--features cuda`) it runs on the GPU's
+    /// `CudaBackend` instead, so the differential suite checks every op × dtype on CUDA against
+    /// the oracle; no GPU is then an error, never a skip.
     pub fn run(&self, threads: usize) -> Result<Vec<Tensor>> {
+        Ok(self.run_options(threads, ExecOptions::default())?.outputs)
+    }
+
+    /// [`Graph::run`] with the plan built under `options`; also says what the plan was.
+    pub fn run_options(&self, threads: usize, options: ExecOptions) -> Result<Ran> {
         let model = Model::from_proto(self.proto(), Path::new(MODEL_PATH))?;
         let feeds: Vec<(&str, Tensor)> = self
             .feeds
@@ -353,21 +358,48 @@ impl Graph {
             #[cfg(feature = "cuda")]
             {
                 use engine::backend::Backend;
-                let exec = Executor::new(&model, engine::backend::cuda::CudaBackend::new()?)?;
+                let cuda = engine::backend::cuda::CudaBackend::new()?;
+                let exec = Executor::with_options(&model, cuda, options)?;
                 let be = exec.backend();
                 let up = feeds
                     .iter()
                     .map(|(n, t)| Ok((*n, be.upload(t)?)))
                     .collect::<Result<Vec<_>>>()?;
-                return exec.run(&up)?.iter().map(|t| be.download(t)).collect();
+                let before = be.fused_kernels();
+                let outputs = exec
+                    .run(&up)?
+                    .iter()
+                    .map(|t| be.download(t))
+                    .collect::<Result<_>>()?;
+                return Ok(Ran {
+                    outputs,
+                    steps: exec.num_steps(),
+                    fused_kernels: be.fused_kernels() - before,
+                });
             }
             #[cfg(not(feature = "cuda"))]
             return Err(engine::Error::msg(
                 "ENGINE_TEST_BACKEND=cuda needs a build with --features cuda",
             ));
         }
-        Executor::new(&model, CpuBackend::new(threads)?)?.run(&feeds)
+        let exec = Executor::with_options(&model, CpuBackend::new(threads)?, options)?;
+        Ok(Ran {
+            outputs: exec.run(&feeds)?,
+            steps: exec.num_steps(),
+            fused_kernels: 0,
+        })
     }
+}
+
+/// What [`Graph::run_options`] ran.
+pub struct Ran {
+    pub outputs: Vec<Tensor>,
+    /// Steps of the plan after folding and fusion.
+    #[allow(dead_code)]
+    pub steps: usize,
+    /// Fused steps the backend ran as one kernel (always 0 on the CPU, which has none).
+    #[allow(dead_code)]
+    pub fused_kernels: u64,
 }
 
 /// One node input.

@@ -26,7 +26,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelA
 use super::op_codes::{binary_code, predicate_code, unary_code};
 use super::{Device, cu_err};
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, BinaryOp, ReduceOp, SliceDim, UnaryOp};
+use crate::backend::{Backend, BinaryOp, Fused, ReduceOp, SliceDim, UnaryOp};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::{Data, Tensor, strides};
@@ -188,6 +188,8 @@ struct State {
     host_work: Option<String>,
     /// A kernel that checks its input on the device (gather) ran since the flag was last read.
     check_pending: bool,
+    /// Fused steps run as one kernel ([`CudaBackend::fused_kernels`]).
+    fused: u64,
 }
 
 /// The GPU backend; see the module docs for what runs where.
@@ -226,6 +228,7 @@ impl CudaBackend {
                 strict: false,
                 host_work: None,
                 check_pending: false,
+                fused: 0,
             }),
             err,
         })
@@ -291,6 +294,12 @@ impl CudaBackend {
     /// Back to one allocation per tensor.
     pub fn arena_end(&self) {
         self.state().pool = Pool::Own;
+    }
+
+    /// Fused steps ([`Backend::fused`]) this backend has run as one kernel so far: what shows
+    /// that a plan's fused steps did not fall back to their nodes.
+    pub fn fused_kernels(&self) -> u64 {
+        self.state().fused
     }
 
     /// Work that would leave the device becomes an error (on) or is only noted (off).
@@ -664,6 +673,26 @@ impl CudaBackend {
 fn ptr_of_i64(s: &CudaSlice<i64>, dev: &Device) -> u64 {
     s.device_ptr(&dev.stream).0
 }
+
+/// Inputs of one concat kernel launch (kernels/ops.cu `concat_*`).
+const CONCAT_MAX: usize = 8;
+
+/// Mirrors `struct ConcatArgs` in kernels/ops.cu: output rows of `row` elements, input j fills
+/// `[start[j], start[j] + len[j])` of each row from its own rows of `len[j]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct ConcatArgs {
+    n: i64,
+    row: i64,
+    k: i32,
+    pad: i32,
+    src: [u64; CONCAT_MAX],
+    start: [i64; CONCAT_MAX],
+    len: [i64; CONCAT_MAX],
+}
+
+// SAFETY: `ConcatArgs` is `repr(C)` plain data with the layout of the C struct it is passed as.
+unsafe impl DeviceRepr for ConcatArgs {}
 
 /// Mirrors `struct Strided3` in kernels/ops.cu.
 #[repr(C)]
@@ -1146,13 +1175,58 @@ impl Backend for CudaBackend {
             .iter()
             .map(|x| x.shape.get(axis).copied().unwrap_or(0))
             .sum();
+        for x in xs {
+            let agree = x
+                .shape
+                .iter()
+                .enumerate()
+                .all(|(k, &d)| k == axis || d == shape[k]);
+            if x.dtype != first.dtype || x.shape.len() != shape.len() || !agree {
+                return Err(Error::msg(
+                    "concat inputs differ in type, rank or a dim off the axis",
+                ));
+            }
+        }
         let y = self.alloc(first.dtype, shape.clone())?;
+        // Up to CONCAT_MAX inputs in one kernel (a decoder's KV-cache and rotate-half concats
+        // have two): one launch instead of one copy per input.
+        if xs.len() <= CONCAT_MAX {
+            let outer: usize = shape[..axis].iter().product();
+            let inner: usize = shape[axis + 1..].iter().product();
+            let mut a = ConcatArgs {
+                n: y.numel() as i64,
+                row: (shape[axis] * inner) as i64,
+                k: xs.len() as i32,
+                ..Default::default()
+            };
+            let mut at = 0i64;
+            for (j, x) in xs.iter().enumerate() {
+                a.src[j] = x.buf.ptr;
+                a.start[j] = at;
+                a.len[j] = (x.shape[axis] * inner) as i64;
+                at += a.len[j];
+            }
+            if a.n == 0 || outer == 0 {
+                return Ok(y);
+            }
+            let name = format!("concat_{}", first.dtype.size());
+            let f = self.dev.function("ops", &name)?;
+            // SAFETY: input j holds `outer` rows of len[j] elements, y holds `outer` rows of
+            // `row`; the element size matches the kernel's.
+            unsafe {
+                self.dev
+                    .stream
+                    .launch_builder(&f)
+                    .arg(&y.buf.ptr)
+                    .arg(&a)
+                    .launch(grid(a.n as usize))
+                    .map_err(cu_err(&name))?;
+            }
+            return Ok(y);
+        }
         let ost = contiguous(&shape);
         let mut at = 0usize;
         for x in xs {
-            if x.dtype != first.dtype || x.shape.len() != shape.len() {
-                return Err(Error::msg("concat inputs differ in type or rank"));
-            }
             let mut s = Strided::new(&x.shape, &contiguous(&x.shape), &ost)?;
             s.dst_off = at as i64 * ost[axis];
             self.copy(x, &y, s)?;
@@ -1257,5 +1331,115 @@ impl Backend for CudaBackend {
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
+    }
+
+    fn fused(&self, op: &Fused, xs: &[&CudaTensor]) -> Result<Option<CudaTensor>> {
+        let Some(x) = xs.first() else {
+            return Ok(None);
+        };
+        let Some(sfx) = float_sfx(x.dtype).filter(|_| xs.iter().all(|t| t.dtype == x.dtype)) else {
+            return Ok(None);
+        };
+        let n = x.numel();
+        // Allocated once the operands are known to fit (an arena step must not carve an output
+        // it then drops).
+        let y;
+        let name;
+        let f;
+        // SAFETY (each launch): the op layer checked the shapes `Fused` documents; every index a
+        // kernel forms is inside its operands as described at the kernel.
+        match (op, xs) {
+            (Fused::RmsNorm { eps }, [x, w]) => {
+                let cols = x.shape.last().copied().unwrap_or(0);
+                if cols == 0 || w.numel() != cols {
+                    return Ok(None);
+                }
+                let rows = n / cols;
+                y = self.alloc(x.dtype, x.shape.clone())?;
+                if rows == 0 {
+                    return Ok(Some(y));
+                }
+                name = format!("rms_nodes_{sfx}");
+                f = self.dev.function("ops", &name)?;
+                let c = cols as i32;
+                unsafe {
+                    self.dev
+                        .stream
+                        .launch_builder(&f)
+                        .arg(&x.buf.ptr)
+                        .arg(&w.buf.ptr)
+                        .arg(&y.buf.ptr)
+                        .arg(&c)
+                        .arg(eps)
+                        .launch(LaunchConfig {
+                            grid_dim: (rows as u32, 1, 1),
+                            block_dim: (256, 1, 1),
+                            shared_mem_bytes: 0,
+                        })
+                        .map_err(cu_err(&name))?;
+                }
+            }
+            (Fused::Rotary { half }, [x, cos, sin]) => {
+                if x.shape.last() != Some(&(2 * half)) || cos.shape != sin.shape {
+                    return Ok(None);
+                }
+                let Ok((out, st)) = Self::broadcast(&[&x.shape, &cos.shape]) else {
+                    return Ok(None);
+                };
+                if out != x.shape {
+                    return Ok(None);
+                }
+                // Offsets into cos/sin per element of x (src_st); dst_st is unused.
+                let Ok(s) = Strided::new(&out, &st[1], &contiguous(&out)) else {
+                    return Ok(None);
+                };
+                y = self.alloc(x.dtype, x.shape.clone())?;
+                if s.n == 0 {
+                    return Ok(Some(y));
+                }
+                name = format!("rotary_{sfx}");
+                f = self.dev.function("ops", &name)?;
+                let h = *half as i64;
+                unsafe {
+                    self.dev
+                        .stream
+                        .launch_builder(&f)
+                        .arg(&x.buf.ptr)
+                        .arg(&cos.buf.ptr)
+                        .arg(&sin.buf.ptr)
+                        .arg(&y.buf.ptr)
+                        .arg(&s)
+                        .arg(&h)
+                        .launch(grid(n))
+                        .map_err(cu_err(&name))?;
+                }
+            }
+            (Fused::SiluMul, [g, u]) => {
+                if g.shape != u.shape {
+                    return Ok(None);
+                }
+                y = self.alloc(x.dtype, x.shape.clone())?;
+                if n == 0 {
+                    return Ok(Some(y));
+                }
+                name = format!("silu_mul_{sfx}");
+                f = self.dev.function("ops", &name)?;
+                let n = n as i64;
+                unsafe {
+                    self.dev
+                        .stream
+                        .launch_builder(&f)
+                        .arg(&g.buf.ptr)
+                        .arg(&u.buf.ptr)
+                        .arg(&y.buf.ptr)
+                        .arg(&n)
+                        .launch(grid(n as usize))
+                        .map_err(cu_err(&name))?;
+                }
+            }
+            _ => return Ok(None),
+        }
+        self.state().fused += 1;
+        Ok(Some(y))
     }
 }

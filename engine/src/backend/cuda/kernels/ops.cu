@@ -1,7 +1,8 @@
 // Generic primitives of CudaBackend (backend/cuda/backend.rs): elementwise unary and broadcasting
 // binary ops on float tensors, strided copies (transpose, slice, expand, concat), RMS norm and
-// softmax; then casts, where, comparisons and logic, float reductions and a gather that reads
-// its indices on the device (what keeps a decode step's work on the device). One kernel name per op and storage type: `{op}_{dtype}`. The op codes of
+// softmax; then casts, where, comparisons and logic, float reductions, a gather that reads
+// its indices on the device (what keeps a decode step's work on the device), one-launch concat,
+// and the fused steps. One kernel name per op and storage type: `{op}_{dtype}`. The op codes of
 // unop / binop (OP_ADD, …) are #defined ahead of this file by backend/cuda/op_codes.rs (the one definition
 // the host side passes too).
 
@@ -392,3 +393,95 @@ GATHER_DEV(unsigned char, 1, long long, i64) GATHER_DEV(unsigned short, 2, long 
 GATHER_DEV(unsigned int, 4, long long, i64) GATHER_DEV(unsigned long long, 8, long long, i64)
 GATHER_DEV(unsigned char, 1, int, i32) GATHER_DEV(unsigned short, 2, int, i32)
 GATHER_DEV(unsigned int, 4, int, i32) GATHER_DEV(unsigned long long, 8, int, i32)
+
+// Concatenation in one launch (up to 8 inputs): the output is `n / row` rows of `row` elements;
+// input j fills [start[j], start[j] + len[j]) of each row from its own rows of len[j].
+struct ConcatArgs {
+    long long n;
+    long long row;
+    int k;
+    int pad;
+    unsigned long long src[8];
+    long long start[8];
+    long long len[8];
+};
+template <typename E>
+__device__ void concat_rows(E* __restrict__ y, ConcatArgs a) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < a.n;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long r = e / a.row, c = e % a.row;
+        int j = 0;
+        while (j + 1 < a.k && c >= a.start[j + 1]) j++;
+        const E* s = (const E*)a.src[j];
+        y[e] = s[r * a.len[j] + (c - a.start[j])];
+    }
+}
+extern "C" __global__ void concat_1(unsigned char* y, ConcatArgs a) { concat_rows(y, a); }
+extern "C" __global__ void concat_2(unsigned short* y, ConcatArgs a) { concat_rows(y, a); }
+extern "C" __global__ void concat_4(unsigned int* y, ConcatArgs a) { concat_rows(y, a); }
+extern "C" __global__ void concat_8(unsigned long long* y, ConcatArgs a) { concat_rows(y, a); }
+
+// ---- Fused steps (ops/fused.rs, Backend::fused): several ONNX nodes in one kernel ----
+// Each rounds every intermediate to the storage type T, as the nodes' own kernels do between
+// launches (`rnd`), and multiplies and adds without contraction (__fmul_rn / __fadd_rn), so its
+// result is the nodes' result on this device; only the RMS norm's mean sums in another order.
+template <typename T> __device__ __forceinline__ float rnd(float v) { return to_f(from_f<T>(v)); }
+
+// One block per row of `cols`: Mul(Div(x, Sqrt(Add(ReduceMean(x·x), eps))), w). The mean
+// accumulates the rounded squares in f64 as the reduce kernel does.
+template <typename T>
+__device__ void rms_nodes(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int cols, float eps) {
+    __shared__ double red[32];
+    const T* xr = x + (long long)blockIdx.x * cols;
+    T* yr = y + (long long)blockIdx.x * cols;
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float v = to_f(xr[i]);
+        acc += (double)rnd<T>(__fmul_rn(v, v));
+    }
+    acc = block_reduce_d<RED_SUM>(acc, red);
+    float mean = to_f(from_f<T>((float)(acc / (double)cols)));
+    float r = rnd<T>(sqrtf(rnd<T>(__fadd_rn(mean, eps))));
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        yr[i] = from_f<T>(__fmul_rn(rnd<T>(__fdiv_rn(to_f(xr[i]), r)), to_f(w[i])));
+}
+
+// Add(Mul(x, cos), Mul(Concat(Neg(x[..., h:]), x[..., :h]), sin)) over a last axis of 2h;
+// element e of x reads cos/sin at the broadcast offset that `s` (src_st) gives.
+template <typename T>
+__device__ void rotary(const T* __restrict__ x, const T* __restrict__ c, const T* __restrict__ sn,
+                       T* __restrict__ y, Strided s, long long h) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < s.n;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long rem = e, co = 0;
+        for (int k = s.rank - 1; k >= 0; k--) {
+            long long i = rem % s.shape[k];
+            rem /= s.shape[k];
+            co += i * s.src_st[k];
+        }
+        long long i = e % (2 * h);
+        float rot = i < h ? -to_f(x[e + h]) : to_f(x[e - h]);
+        float a = rnd<T>(__fmul_rn(to_f(x[e]), to_f(c[co])));
+        float b = rnd<T>(__fmul_rn(rot, to_f(sn[co])));
+        y[e] = from_f<T>(__fadd_rn(a, b));
+    }
+}
+
+// Mul(Mul(g, Sigmoid(g)), u).
+template <typename T>
+__device__ void silu_mul(const T* __restrict__ g, const T* __restrict__ u, T* __restrict__ y, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float v = to_f(g[i]);
+        float t = rnd<T>(__fmul_rn(v, rnd<T>(sigmoid(v))));
+        y[i] = from_f<T>(__fmul_rn(t, to_f(u[i])));
+    }
+}
+
+#define FUSED_KERNELS(T, S) \
+extern "C" __global__ void rms_nodes_##S(const T* x, const T* w, T* y, int cols, float eps) { rms_nodes<T>(x, w, y, cols, eps); } \
+extern "C" __global__ void rotary_##S(const T* x, const T* c, const T* sn, T* y, Strided s, long long h) { rotary<T>(x, c, sn, y, s, h); } \
+extern "C" __global__ void silu_mul_##S(const T* g, const T* u, T* y, long long n) { silu_mul<T>(g, u, y, n); }
+FUSED_KERNELS(float, f32)
+FUSED_KERNELS(h16, f16)
+FUSED_KERNELS(b16, bf16)

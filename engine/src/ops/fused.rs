@@ -1,0 +1,153 @@
+//! Fused steps: not ONNX ops, but a run of nodes the executor recognised as one computation
+//! (`exec/fuse.rs`: a decomposed RMS norm, rotate-half RoPE, SwiGLU's gate). The step keeps
+//! those nodes as its body. At run time it checks the conditions under which the computation is
+//! the [`Fused`] primitive (the reduced and rotated axis is the last one, the halves meet, the
+//! operands broadcast as the kernel reads them) and asks the backend for one kernel
+//! ([`Backend::fused`]); when a condition fails or the backend has no kernel, it runs the body,
+//! node by node, exactly as the unfused plan would. So the CPU (no fused kernels) gives the
+//! unfused plan's bits, and a graph that only looks like a pattern still computes what it says.
+
+use super::{Op, Outputs, broadcast_shapes, norm_axis, one};
+use crate::backend::{Backend, Fused};
+use crate::error::{Error, Result};
+
+/// What the recognised nodes compute, with the facts the run-time check needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    /// Inputs `x`, `w`: [`Fused::RmsNorm`]; `axis` is ReduceMean's (must be `x`'s last).
+    RmsNorm { axis: i64, eps: f32 },
+    /// Inputs `x`, `cos`, `sin`: [`Fused::Rotary`]. `concat_axis` and `split_axis` must be `x`'s
+    /// last; `half`: the first half's length (`None`: Split into two equal halves);
+    /// `end`: the second half's end as written (a Slice clamps it; it must reach the end).
+    Rotary {
+        concat_axis: i64,
+        split_axis: i64,
+        half: Option<usize>,
+        end: i64,
+    },
+    /// Inputs `g`, `u`: [`Fused::SiluMul`].
+    SiluMul,
+}
+
+impl Pattern {
+    /// A short name for traces and step types.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pattern::RmsNorm { .. } => "RmsNorm",
+            Pattern::Rotary { .. } => "Rotary",
+            Pattern::SiluMul => "SiluMul",
+        }
+    }
+}
+
+/// One node of a fused step's body, its values numbered locally: the step's inputs are
+/// `0..n_inputs`, then each node's outputs in order.
+#[derive(Clone, Debug)]
+pub struct BodyNode {
+    pub op: Op,
+    pub inputs: Vec<Option<usize>>,
+    pub outputs: Vec<Option<usize>>,
+}
+
+/// A fused step ([`Op::Fused`]).
+#[derive(Clone, Debug)]
+pub struct FusedOp {
+    pub pattern: Pattern,
+    /// The recognised nodes in plan order.
+    pub body: Vec<BodyNode>,
+    /// Local values in all (inputs included).
+    pub n_values: usize,
+    /// The local value the step outputs.
+    pub result: usize,
+}
+
+impl FusedOp {
+    pub(super) fn eval<B: Backend>(
+        &self,
+        b: &B,
+        inputs: &[Option<&B::Tensor>],
+    ) -> Outputs<B::Tensor> {
+        let all: Option<Vec<&B::Tensor>> = inputs.iter().copied().collect();
+        if let Some(xs) = all
+            && let Some(op) = self.primitive(b, &xs)?
+            && let Some(y) = b.fused(&op, &xs)?
+        {
+            return one(y);
+        }
+        self.run_body(b, inputs)
+    }
+
+    /// The body, node by node.
+    fn run_body<B: Backend>(&self, b: &B, inputs: &[Option<&B::Tensor>]) -> Outputs<B::Tensor> {
+        let mut values: Vec<Option<B::Tensor>> = vec![None; self.n_values];
+        for (v, t) in values.iter_mut().zip(inputs) {
+            *v = t.cloned();
+        }
+        for node in &self.body {
+            let outs = {
+                let ins: Vec<Option<&B::Tensor>> = node
+                    .inputs
+                    .iter()
+                    .map(|s| s.and_then(|s| values[s].as_ref()))
+                    .collect();
+                node.op.eval(b, &ins, node.outputs.len())?
+            };
+            for (slot, v) in node.outputs.iter().zip(outs) {
+                if let (Some(slot), Some(v)) = (slot, v) {
+                    values[*slot] = Some(v);
+                }
+            }
+        }
+        let y = values[self.result]
+            .take()
+            .ok_or_else(|| Error::msg("fused step: its last node gave no output"))?;
+        one(y)
+    }
+
+    /// The primitive these inputs make, or `None` when a condition of it does not hold.
+    fn primitive<B: Backend>(&self, b: &B, xs: &[&B::Tensor]) -> Result<Option<Fused>> {
+        let float = |t: &B::Tensor| b.dtype(t).is_float();
+        let same_type = |ts: &[&B::Tensor]| ts.iter().all(|t| b.dtype(t) == b.dtype(ts[0]));
+        let last_axis =
+            |axis: i64, rank: usize| rank > 0 && norm_axis(axis, rank).ok() == Some(rank - 1);
+        Ok(match (&self.pattern, xs) {
+            (Pattern::RmsNorm { axis, eps }, [x, w, ..]) => {
+                let (xs, ws) = (b.shape(x), b.shape(w));
+                let d = xs.last().copied().unwrap_or(0);
+                let fits = last_axis(*axis, xs.len())
+                    && d > 0
+                    && ws.iter().product::<usize>() == d
+                    && ws.last() == Some(&d)
+                    && broadcast_shapes(xs, ws).ok().as_deref() == Some(xs);
+                (fits && float(x) && same_type(&[x, w])).then_some(Fused::RmsNorm { eps: *eps })
+            }
+            (
+                Pattern::Rotary {
+                    concat_axis,
+                    split_axis,
+                    half,
+                    end,
+                },
+                [x, cos, sin, ..],
+            ) => {
+                let xs = b.shape(x);
+                let r = xs.len();
+                let d = xs.last().copied().unwrap_or(0);
+                let h = half.unwrap_or(d / 2);
+                let fits = last_axis(*concat_axis, r)
+                    && last_axis(*split_axis, r)
+                    && h > 0
+                    && d == 2 * h
+                    && *end >= d as i64
+                    && b.shape(cos) == b.shape(sin)
+                    && broadcast_shapes(xs, b.shape(cos)).ok().as_deref() == Some(xs);
+                (fits && float(x) && same_type(&[x, cos, sin])).then_some(Fused::Rotary { half: h })
+            }
+            (Pattern::SiluMul, [g, u, ..]) => {
+                let fits = b.shape(g) == b.shape(u) && float(g) && same_type(&[g, u]);
+                fits.then_some(Fused::SiluMul)
+            }
+            _ => None,
+        })
+    }
+}
