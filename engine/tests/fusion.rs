@@ -68,7 +68,8 @@ fn same(on: &Ran, off: &Ran, i: usize, what: &str, tol: f32) {
 /// Every spelling the matchers accept, in one graph: RMS norm as Mul(x, x) with the axis as
 /// an attribute and as Pow(x, 2) with eps and the weight first; rotate-half RoPE from two
 /// Slices (cos/sin broadcast over heads) and from an equal Split with the operands swapped;
-/// SwiGLU's gate with Sigmoid first.
+/// SwiGLU's gate with Sigmoid first; attention's softmax of scaled scores plus a mask that
+/// broadcasts over heads, the scale first.
 fn patterns(dtype: DType, opset: i64) -> Graph {
     let (b, h, s, d) = (1, 2, 3, 8);
     let x = float_t(dtype, &[b, h, s, d], &vals(b * h * s * d, 1));
@@ -77,12 +78,23 @@ fn patterns(dtype: DType, opset: i64) -> Graph {
     let sin = float_t(dtype, &[1, 1, s, d], &vals(s * d, 4));
     let gate = float_t(dtype, &[1, s, 16], &vals(s * 16, 5));
     let up = float_t(dtype, &[1, s, 16], &vals(s * 16, 6));
+    let scores = float_t(dtype, &[1, h, s, 5], &vals(h * s * 5, 15));
+    let mut mask = vec![0.0f32; s * 5];
+    for (i, m) in mask.iter_mut().enumerate() {
+        if i % 5 > i / 5 + 2 {
+            *m = -3.0e38;
+        }
+    }
+    let mask = float_t(dtype, &[1, 1, s, 5], &mask);
     let mut g = Graph::new(opset);
     g.feed("x", x)
         .feed("cos", cos)
         .feed("sin", sin)
         .feed("gate", gate)
         .feed("up", up)
+        .feed("scores", scores)
+        .feed("mask", mask)
+        .init("scale", &float_t(dtype, &[1], &[0.125]))
         .init("w", &w)
         .init("eps", &float_t(dtype, &[], &[1e-5]))
         .init("two", &float_t(dtype, &[], &[2.0]))
@@ -185,7 +197,25 @@ fn patterns(dtype: DType, opset: i64) -> Graph {
     g.node("mlp/sig", "Sigmoid", "", &["gate"], &["m_s"], vec![])
         .node("mlp/silu", "Mul", "", &["m_s", "gate"], &["m_silu"], vec![])
         .node("mlp/act", "Mul", "", &["up", "m_silu"], &["silu"], vec![]);
-    for o in ["rms1", "rms2", "rot1", "rot2", "silu"] {
+    // Attention's softmax.
+    g.node(
+        "attn/scale",
+        "Mul",
+        "",
+        &["scale", "scores"],
+        &["a_s"],
+        vec![],
+    )
+    .node("attn/mask", "Add", "", &["a_s", "mask"], &["a_m"], vec![])
+    .node(
+        "attn/softmax",
+        "Softmax",
+        "",
+        &["a_m"],
+        &["attn"],
+        vec![attr_i("axis", -1)],
+    );
+    for o in ["rms1", "rms2", "rot1", "rot2", "silu", "attn"] {
         g.output(o);
     }
     g
@@ -197,10 +227,11 @@ fn every_spelling_of_each_pattern_fuses_and_computes_the_same() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             let (on, off) = both(&patterns(dtype, opset));
             let what = format!("opset {opset} {dtype}");
-            // 6 + 6 (RMS), 7 (RoPE from Slices), 6 (from Split), 3 (gate) nodes: one step each.
+            // 6 + 6 (RMS), 7 (RoPE from Slices), 6 (from Split), 3 (gate), 3 (softmax) nodes:
+            // one step each.
             assert_eq!(
                 off.steps - on.steps,
-                5 + 5 + 6 + 5 + 2,
+                5 + 5 + 6 + 5 + 2 + 2,
                 "{what}: steps {} → {}",
                 off.steps,
                 on.steps
@@ -217,7 +248,8 @@ fn every_spelling_of_each_pattern_fuses_and_computes_the_same() {
             same(&on, &off, 2, &format!("{what} rope (Slice)"), 0.0);
             same(&on, &off, 3, &format!("{what} rope (Split)"), 0.0);
             same(&on, &off, 4, &format!("{what} gate"), 0.0);
-            let want = if on_cuda() { 5 } else { 0 };
+            same(&on, &off, 5, &format!("{what} softmax"), 0.0);
+            let want = if on_cuda() { 6 } else { 0 };
             assert_eq!(
                 on.fused_kernels, want,
                 "{what}: fused steps run as one kernel"

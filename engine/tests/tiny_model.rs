@@ -131,8 +131,9 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
 /// step runs) gives the growing cache's tokens, and logits within rounding: the padding's
 /// attention weights are exact zeros. The specialised plan runs fewer steps than the graph
 /// (the shape arithmetic is folded once). A window too small for the request is an error.
-/// The tiny graph spells RoPE with Split (q and k), SwiGLU's gate, and its post-attention norm
-/// as Pow/ReduceMean/…/Mul: the executor fuses those 4 runs per layer into one step each
+/// The tiny graph spells RoPE with Split (q and k), SwiGLU's gate, the scaled and masked
+/// softmax, and its post-attention norm as Pow/ReduceMean/…/Mul: the executor fuses those 5 runs
+/// per layer into one step each
 /// (`exec/fuse.rs`), and on the CPU the fused plan decodes the same logits, bit for bit.
 #[test]
 fn the_fused_plan_decodes_the_unfused_plans_logits() {
@@ -151,8 +152,8 @@ fn the_fused_plan_decodes_the_unfused_plans_logits() {
     let layers = package.io.layers.len();
     assert_eq!(
         plain.executor().num_steps() - fused.executor().num_steps(),
-        layers * (5 + 5 + 2 + 5),
-        "two RoPE runs of 6 nodes, a gate of 3 and a norm of 6 per layer, one step each"
+        layers * (5 + 5 + 2 + 2 + 5),
+        "two RoPE runs of 6 nodes, a gate of 3, a softmax of 3 and a norm of 6 per layer"
     );
     let prompt = codec.encode("Once upon a time there was").unwrap();
     let opts = GenerateOptions {

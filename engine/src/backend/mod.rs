@@ -140,6 +140,9 @@ pub enum Fused {
     Rotary { half: usize },
     /// Inputs `g`, `u` of one shape: `(g · Sigmoid(g)) · u` (SwiGLU's gate).
     SiluMul,
+    /// Inputs `s`, `m`: `Softmax(s · scale + m)` over the last axis, `m` broadcasting to `s`'s
+    /// shape (attention scores, their scale and the additive mask).
+    ScaleMaskSoftmax { scale: f32 },
 }
 
 /// The primitives of a device. `Tensor` is the device's tensor handle; cloning it is cheap.

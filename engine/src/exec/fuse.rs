@@ -3,8 +3,8 @@
 //! - [`fuse_transposed_matmuls`]: a `Transpose` of the last two axes read only by a `MatMul`
 //!   becomes [`Op::MatMulTransposedB`] (the backend gives the two ops' bits).
 //! - [`fuse_patterns`]: runs of nodes that exporters write for one computation become one
-//!   [`Op::Fused`] step: a decomposed RMS norm (6 nodes), rotate-half RoPE (7 or 8 nodes) and
-//!   SwiGLU's gate (3 nodes). On a device each is one kernel instead of one per node: the
+//!   [`Op::Fused`] step: a decomposed RMS norm (6 nodes), rotate-half RoPE (6 or 7 nodes),
+//!   SwiGLU's gate (3 nodes) and attention's scaled, masked softmax (3 nodes). On a device each is one kernel instead of one per node: the
 //!   generic decode step of a standard-op export has ~1850 kernels, most of them these. The step
 //!   keeps the nodes as its body and runs them when the backend has no kernel or the run-time
 //!   shapes do not fit one (`ops/fused.rs`), so the CPU computes exactly what the unfused plan
@@ -330,6 +330,45 @@ impl View<'_> {
         fits.then(|| (xa, a1, Some(e1 as usize), e2, vec![k1, k2]))
     }
 
+    /// `Softmax(Add(Mul(s, scale), m))` with a one-element constant `scale`, the Add's and
+    /// Mul's operands in either order (opset ≥ 13 Softmax: one axis).
+    fn scale_mask_softmax(&self, root: usize) -> Option<Match> {
+        let Op::Softmax {
+            axis,
+            log: false,
+            legacy: false,
+        } = self.steps[root].op
+        else {
+            return None;
+        };
+        let [a] = self.ins(root, 1)?[..] else {
+            return None;
+        };
+        let ka = self.made_by(a, 0, |op| matches!(op, Op::Binary(BinaryOp::Add)))?;
+        let [p, q] = self.ins(ka, 2)?[..] else {
+            return None;
+        };
+        [(p, q), (q, p)].into_iter().find_map(|(scaled, m)| {
+            let km = self.made_by(scaled, 0, |op| matches!(op, Op::Binary(BinaryOp::Mul)))?;
+            let [u, v] = self.ins(km, 2)?[..] else {
+                return None;
+            };
+            let (s, scale) = match (self.scalar(v), self.scalar(u)) {
+                (Some(c), _) => (u, c),
+                (None, Some(c)) => (v, c),
+                _ => return None,
+            };
+            Some(Match {
+                pattern: Pattern::ScaleMaskSoftmax {
+                    axis,
+                    scale: scale as f32,
+                },
+                nodes: vec![km, ka, root],
+                first: vec![s, m],
+            })
+        })
+    }
+
     /// `Mul(Mul(g, Sigmoid(g)), u)`, every Mul's operands in either order.
     fn silu_mul(&self, root: usize) -> Option<Match> {
         let is_mul = |op: &Op| matches!(op, Op::Binary(BinaryOp::Mul));
@@ -397,7 +436,8 @@ pub(super) fn fuse_patterns(
         let found = view
             .rms_norm(root)
             .or_else(|| view.rotary(root))
-            .or_else(|| view.silu_mul(root));
+            .or_else(|| view.silu_mul(root))
+            .or_else(|| view.scale_mask_softmax(root));
         let Some(mut m) = found else {
             continue;
         };

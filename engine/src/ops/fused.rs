@@ -1,5 +1,6 @@
 //! Fused steps: not ONNX ops, but a run of nodes the executor recognised as one computation
-//! (`exec/fuse.rs`: a decomposed RMS norm, rotate-half RoPE, SwiGLU's gate). The step keeps
+//! (`exec/fuse.rs`: a decomposed RMS norm, rotate-half RoPE, SwiGLU's gate, attention's scaled
+//! and masked softmax). The step keeps
 //! those nodes as its body. At run time it checks the conditions under which the computation is
 //! the [`Fused`] primitive (the reduced and rotated axis is the last one, the halves meet, the
 //! operands broadcast as the kernel reads them) and asks the backend for one kernel
@@ -27,6 +28,8 @@ pub enum Pattern {
     },
     /// Inputs `g`, `u`: [`Fused::SiluMul`].
     SiluMul,
+    /// Inputs `s`, `m`: [`Fused::ScaleMaskSoftmax`]; `axis` is Softmax's (must be the last).
+    ScaleMaskSoftmax { axis: i64, scale: f32 },
 }
 
 impl Pattern {
@@ -36,6 +39,7 @@ impl Pattern {
             Pattern::RmsNorm { .. } => "RmsNorm",
             Pattern::Rotary { .. } => "Rotary",
             Pattern::SiluMul => "SiluMul",
+            Pattern::ScaleMaskSoftmax { .. } => "ScaleMaskSoftmax",
         }
     }
 }
@@ -142,6 +146,13 @@ impl FusedOp {
                     && b.shape(cos) == b.shape(sin)
                     && broadcast_shapes(xs, b.shape(cos)).ok().as_deref() == Some(xs);
                 (fits && float(x) && same_type(&[x, cos, sin])).then_some(Fused::Rotary { half: h })
+            }
+            (Pattern::ScaleMaskSoftmax { axis, scale }, [sc, m, ..]) => {
+                let ss = b.shape(sc);
+                let fits = last_axis(*axis, ss.len())
+                    && broadcast_shapes(ss, b.shape(m)).ok().as_deref() == Some(ss);
+                (fits && float(sc) && same_type(&[sc, m]))
+                    .then_some(Fused::ScaleMaskSoftmax { scale: *scale })
             }
             (Pattern::SiluMul, [g, u, ..]) => {
                 let fits = b.shape(g) == b.shape(u) && float(g) && same_type(&[g, u]);

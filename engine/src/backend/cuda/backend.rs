@@ -1414,6 +1414,44 @@ impl Backend for CudaBackend {
                         .map_err(cu_err(&name))?;
                 }
             }
+            (Fused::ScaleMaskSoftmax { scale }, [sc, m]) => {
+                let len = sc.shape.last().copied().unwrap_or(0);
+                let Ok((out, st)) = Self::broadcast(&[&sc.shape, &m.shape]) else {
+                    return Ok(None);
+                };
+                if len == 0 || len > i32::MAX as usize || out != sc.shape {
+                    return Ok(None);
+                }
+                // Offsets into the mask per element of the scores (src_st); dst_st is unused.
+                let Ok(s) = Strided::new(&out, &st[1], &contiguous(&out)) else {
+                    return Ok(None);
+                };
+                y = self.alloc(x.dtype, x.shape.clone())?;
+                let rows = n / len;
+                if rows == 0 {
+                    return Ok(Some(y));
+                }
+                name = format!("scale_mask_softmax_{sfx}");
+                f = self.dev.function("ops", &name)?;
+                let l = len as i32;
+                unsafe {
+                    self.dev
+                        .stream
+                        .launch_builder(&f)
+                        .arg(&sc.buf.ptr)
+                        .arg(&m.buf.ptr)
+                        .arg(&y.buf.ptr)
+                        .arg(&s)
+                        .arg(&l)
+                        .arg(scale)
+                        .launch(LaunchConfig {
+                            grid_dim: (rows as u32, 1, 1),
+                            block_dim: (256, 1, 1),
+                            shared_mem_bytes: 0,
+                        })
+                        .map_err(cu_err(&name))?;
+                }
+            }
             (Fused::SiluMul, [g, u]) => {
                 if g.shape != u.shape {
                     return Ok(None);

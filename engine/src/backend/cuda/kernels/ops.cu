@@ -478,10 +478,41 @@ __device__ void silu_mul(const T* __restrict__ g, const T* __restrict__ u, T* __
     }
 }
 
+// Softmax(Add(Mul(x, scale), m)) over rows of `len`, one block per row: the softmax kernel's
+// walk over values computed in place; element e of x reads m at the offset `s` (src_st) gives.
+template <typename T>
+__device__ __forceinline__ float smask_val(const T* __restrict__ x, const T* __restrict__ m, const Strided& s,
+                                           long long e, float scale) {
+    long long rem = e, mo = 0;
+    for (int k = s.rank - 1; k >= 0; k--) {
+        long long i = rem % s.shape[k];
+        rem /= s.shape[k];
+        mo += i * s.src_st[k];
+    }
+    return rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(to_f(x[e]), scale)), to_f(m[mo])));
+}
+template <typename T>
+__device__ void scale_mask_softmax(const T* __restrict__ x, const T* __restrict__ m, T* __restrict__ y,
+                                   Strided s, int len, float scale) {
+    __shared__ float red[32];
+    long long base = (long long)blockIdx.x * len;
+    float mx = -3.402823466e38f;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) mx = fmaxf(mx, smask_val(x, m, s, base + i, scale));
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) sum += expf(smask_val(x, m, s, base + i, scale) - mx);
+    sum = block_sum(sum, red);
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+        float v = smask_val(x, m, s, base + i, scale) - mx;
+        y[base + i] = from_f<T>(expf(v) / sum);
+    }
+}
+
 #define FUSED_KERNELS(T, S) \
 extern "C" __global__ void rms_nodes_##S(const T* x, const T* w, T* y, int cols, float eps) { rms_nodes<T>(x, w, y, cols, eps); } \
 extern "C" __global__ void rotary_##S(const T* x, const T* c, const T* sn, T* y, Strided s, long long h) { rotary<T>(x, c, sn, y, s, h); } \
-extern "C" __global__ void silu_mul_##S(const T* g, const T* u, T* y, long long n) { silu_mul<T>(g, u, y, n); }
+extern "C" __global__ void silu_mul_##S(const T* g, const T* u, T* y, long long n) { silu_mul<T>(g, u, y, n); } \
+extern "C" __global__ void scale_mask_softmax_##S(const T* x, const T* m, T* y, Strided s, int len, float scale) { scale_mask_softmax<T>(x, m, y, s, len, scale); }
 FUSED_KERNELS(float, f32)
 FUSED_KERNELS(h16, f16)
 FUSED_KERNELS(b16, bf16)
