@@ -51,6 +51,7 @@ b)
       done
     done
   done | tee $O/ab.txt
+  timeout 400 python3 goldens/check_generic_cuda.py --engine $E --model $W/std 2>&1 | tee $O/check-generic-std.txt
   timeout 200 $E profile --model $W/std --ep cuda --prompt-ids "$ids" --tokens 64 --warmups 1 --runs 2 --trace > $O/trace-std.txt 2>&1
   tail -45 $O/trace-std.txt
   ;;
