@@ -230,6 +230,26 @@ fn every_primitive_and_dtype_matches_the_cpu() {
             &cpu.transpose(&x, &[2, 0, 1]).unwrap(),
             EXACT,
         );
+        // Moving only size-1 dims is a view on the GPU (no copy); with a dim of size > 1
+        // crossing another, a copy. Both must equal the CPU's transpose.
+        let heads = typed(&[1, 1, 3, 4], &rand_vals(12, 91, -2.0, 2.0), d);
+        let lanes = typed(&[1, 3, 1, 4], &rand_vals(12, 92, -2.0, 2.0), d);
+        for (t, perm) in [
+            (&heads, [0, 2, 1, 3]),
+            (&heads, [2, 0, 1, 3]),
+            (&lanes, [0, 2, 1, 3]),
+            (&lanes, [0, 3, 2, 1]),
+        ] {
+            let got = gpu
+                .download(&gpu.transpose(&gpu.upload(t).unwrap(), &perm).unwrap())
+                .unwrap();
+            close(
+                &format!("transpose {:?} by {perm:?} {d}", t.shape()),
+                &got,
+                &cpu.transpose(t, &perm).unwrap(),
+                EXACT,
+            );
+        }
         let dims = [
             SliceDim {
                 start: 2,

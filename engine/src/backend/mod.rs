@@ -145,6 +145,16 @@ pub enum Fused {
     ScaleMaskSoftmax { scale: f32 },
 }
 
+impl Fused {
+    /// How many inputs it takes ([`Backend::fused`] gets exactly these).
+    pub fn arity(&self) -> usize {
+        match self {
+            Fused::RmsNorm { .. } | Fused::SiluMul | Fused::ScaleMaskSoftmax { .. } => 2,
+            Fused::Rotary { .. } => 3,
+        }
+    }
+}
+
 /// The primitives of a device. `Tensor` is the device's tensor handle; cloning it is cheap.
 pub trait Backend {
     type Tensor: Clone + std::fmt::Debug;

@@ -72,9 +72,12 @@ impl FusedOp {
         inputs: &[Option<&B::Tensor>],
     ) -> Outputs<B::Tensor> {
         let all: Option<Vec<&B::Tensor>> = inputs.iter().copied().collect();
+        // The step's inputs start with the primitive's; the rest (eps, Slice bounds, the scale:
+        // already in the primitive) only the body reads.
         if let Some(xs) = all
             && let Some(op) = self.primitive(b, &xs)?
-            && let Some(y) = b.fused(&op, &xs)?
+            && let Some(ins) = xs.get(..op.arity())
+            && let Some(y) = b.fused(&op, ins)?
         {
             return one(y);
         }

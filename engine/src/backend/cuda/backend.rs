@@ -1142,17 +1142,29 @@ impl Backend for CudaBackend {
     }
 
     fn transpose(&self, x: &CudaTensor, perm: &[usize]) -> Result<CudaTensor> {
-        if x.shape.len() > MAX_RANK {
-            return self.on_host("Transpose", &[x], |cpu, h| cpu.transpose(&h[0], perm));
-        }
-        if perm.len() != x.shape.len() || perm.iter().any(|&p| p >= x.shape.len()) {
+        let mut seen = vec![false; x.shape.len()];
+        let valid = perm.len() == x.shape.len()
+            && perm
+                .iter()
+                .all(|&p| p < seen.len() && !std::mem::replace(&mut seen[p], true));
+        if !valid {
             return Err(Error::msg(format!(
                 "transpose: perm {perm:?} for shape {:?}",
                 x.shape
             )));
         }
-        let st = contiguous(&x.shape);
         let shape: Vec<usize> = perm.iter().map(|&p| x.shape[p]).collect();
+        // A permutation that only moves dims of size 1 keeps the elements' order: the same
+        // buffer under the new shape, no copy (a decode step's transposes of one position's
+        // heads, 4 per layer: 120 copy kernels of a SmolLM2 step).
+        let kept: Vec<usize> = perm.iter().copied().filter(|&p| x.shape[p] != 1).collect();
+        if kept.windows(2).all(|w| w[0] < w[1]) {
+            return self.reshape(x, shape);
+        }
+        if x.shape.len() > MAX_RANK {
+            return self.on_host("Transpose", &[x], |cpu, h| cpu.transpose(&h[0], perm));
+        }
+        let st = contiguous(&x.shape);
         let src: Vec<i64> = perm.iter().map(|&p| st[p]).collect();
         let s = Strided::new(&shape, &src, &contiguous(&shape))?;
         let y = self.alloc(x.dtype, shape)?;
