@@ -4,7 +4,7 @@
 #   fused_generic.sh a   device-carry/d1: gguf.part.aa, engine.gz (this build), engine_base.gz
 #                        (the build before), fusion_test.gz; runs tests/fusion.rs on CudaBackend
 #   fused_generic.sh b   device-carry/d2: gguf.part.ab, gguf-py.tgz, cuda_test.gz,
-#                        differential_test.gz; the differential suite and tests/cuda.rs (goldens
+#                        differential_test.gz, engine_mid.gz (optional: a build between the two); the differential suite and tests/cuda.rs (goldens
 #                        aside) on CUDA, then the generic executor A/B: base vs this build, the
 #                        standard-op export and the converter's package (--generic), CUDA graph on
 #                        and off, capital_plain, 30 tokens, 1 warm-up + 3 runs (the fused decoder
@@ -44,10 +44,10 @@ b)
   for spec in "std|$W/std" "generic|$pkg --generic" "fused|$pkg"; do
     label=${spec%%|*}; m=${spec#*|}
     for g in "" "--no-cuda-graph"; do
-      for e in base new; do
+      for e in base $([ -x $W/bin/engine_mid ] && echo mid) new; do
         # The fused decoder is not what changed: one row of it, for scale.
-        [ $label = fused ] && { [ $e = base ] || [ -n "$g" ]; } && continue
-        bin=$E; [ $e = base ] && bin=$B
+        [ $label = fused ] && { [ $e != new ] || [ -n "$g" ]; } && continue
+        bin=$E; [ $e = base ] && bin=$B; [ $e = mid ] && bin=$W/bin/engine_mid
         timeout 300 $bin profile --model $m $g --ep cuda --prompt-ids "$ids" --tokens 30 --warmups 1 --runs 3 --json > $W/out/p.json 2> $W/out/p.err
         rc=$?
         python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(sys.argv[3], "golden tokens" if p["generated_ids"]==eval(sys.argv[2]) else "TOKENS DIFFER", "tok/s %.1f"%p["median_tok_s"], p["cuda_graph"])' $W/out/p.json "$want" "$e rc=$rc $label $g" 2>&1 | tail -1
