@@ -204,6 +204,10 @@ fn every_primitive_and_dtype_matches_the_cpu() {
             (vec![2, 3, 7, 9], vec![9, 5]),
             (vec![2, 7, 9], vec![2, 9, 5]),
             (vec![2, 7, 9], vec![1, 9, 5]),
+            // One row against a weight (the matrix-vector kernel for f32): columns not a
+            // multiple of its 32, rows not of its 8 warps, and a batch of one.
+            (vec![1, 77], vec![77, 70]),
+            (vec![1, 1, 300], vec![300, 33]),
         ] {
             let a = typed(&sa, &rand_vals(sa.iter().product(), 5, -1.0, 1.0), d);
             let b = typed(&sb, &rand_vals(sb.iter().product(), 6, -1.0, 1.0), d);
