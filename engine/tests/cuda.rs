@@ -11,6 +11,9 @@
 //! named tolerance tiers) on `CudaBackend` instead of the CPU (tests/common/mod.rs).
 #![cfg(feature = "cuda")]
 
+mod common;
+
+use common::rand_vals;
 use std::path::{Path, PathBuf};
 
 use engine::backend::cuda::{CudaBackend, is_available};
@@ -49,20 +52,6 @@ fn cuda_canary() {
         return;
     }
     println!("cuda available");
-}
-
-fn rand_vals(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
 }
 
 fn typed(shape: &[usize], v: &[f32], d: DType) -> Tensor {

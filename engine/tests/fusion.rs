@@ -13,17 +13,7 @@ use engine::{DType, Tensor};
 
 /// Deterministic values in [-2, 2).
 fn vals(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
+    common::rand_vals(n, seed, -2.0, 2.0)
 }
 
 fn on_cuda() -> bool {

@@ -55,6 +55,21 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
+/// `n` deterministic values in `[lo, hi)` (an LCG, the same on every machine).
+pub fn rand_vals(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tensors
 
