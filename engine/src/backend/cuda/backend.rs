@@ -160,6 +160,15 @@ fn grid(n: usize) -> LaunchConfig {
     }
 }
 
+/// One block of 256 threads per row (norms and softmaxes reduce a row within a block).
+fn per_row(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Where [`CudaBackend`]'s outputs take their memory from.
 enum Pool {
     /// Each tensor its own stream-ordered allocation, freed in stream order when its last
@@ -1021,11 +1030,7 @@ impl Backend for CudaBackend {
                 .arg(&y.buf.ptr)
                 .arg(&len64)
                 .arg(&inner64)
-                .launch(LaunchConfig {
-                    grid_dim: ((outer * inner) as u32, 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+                .launch(per_row(outer * inner))
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
@@ -1056,11 +1061,7 @@ impl Backend for CudaBackend {
                 .arg(&len)
                 .arg(&inner64)
                 .arg(&logi)
-                .launch(LaunchConfig {
-                    grid_dim: ((outer * inner) as u32, 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+                .launch(per_row(outer * inner))
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
@@ -1335,11 +1336,7 @@ impl Backend for CudaBackend {
                 .arg(&y.buf.ptr)
                 .arg(&c)
                 .arg(&eps)
-                .launch(LaunchConfig {
-                    grid_dim: (rows as u32, 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+                .launch(per_row(rows))
                 .map_err(cu_err(&name))?;
         }
         Ok(y)
@@ -1383,11 +1380,7 @@ impl Backend for CudaBackend {
                         .arg(&y.buf.ptr)
                         .arg(&c)
                         .arg(eps)
-                        .launch(LaunchConfig {
-                            grid_dim: (rows as u32, 1, 1),
-                            block_dim: (256, 1, 1),
-                            shared_mem_bytes: 0,
-                        })
+                        .launch(per_row(rows))
                         .map_err(cu_err(&name))?;
                 }
             }
@@ -1456,11 +1449,7 @@ impl Backend for CudaBackend {
                         .arg(&s)
                         .arg(&l)
                         .arg(scale)
-                        .launch(LaunchConfig {
-                            grid_dim: (rows as u32, 1, 1),
-                            block_dim: (256, 1, 1),
-                            shared_mem_bytes: 0,
-                        })
+                        .launch(per_row(rows))
                         .map_err(cu_err(&name))?;
                 }
             }
