@@ -347,3 +347,156 @@ fn a_fused_step_whose_shapes_do_not_fit_its_kernel_runs_its_nodes() {
         "no kernel for a norm over the first axis"
     );
 }
+
+/// An RMS norm spelt out (as `patterns` writes it) over `x`; output `out`.
+fn rms_nodes(g: &mut Graph, p: &str, x: &str, out: &str) {
+    let n = |s: &str| format!("{p}_{s}");
+    let (sq, m, v, r, q) = (n("sq"), n("m"), n("v"), n("r"), n("n"));
+    g.node(&format!("{p}/sq"), "Mul", "", &[x, x], &[&sq], vec![])
+        .node(
+            &format!("{p}/mean"),
+            "ReduceMean",
+            "",
+            &[&sq],
+            &[&m],
+            vec![attr_ints("axes", &[-1]), attr_i("keepdims", 1)],
+        )
+        .node(&format!("{p}/add"), "Add", "", &[&m, "eps"], &[&v], vec![])
+        .node(&format!("{p}/sqrt"), "Sqrt", "", &[&v], &[&r], vec![])
+        .node(&format!("{p}/div"), "Div", "", &[x, &r], &[&q], vec![])
+        .node(&format!("{p}/scale"), "Mul", "", &[&q, "w"], &[out], vec![]);
+}
+
+/// Grouped-query attention's repeat of `kv` (`[1, 2, 5, 8]` → 4 heads) as exporters write it,
+/// Unsqueeze at `axis` then Expand by `expand` then Reshape to 4 heads; output `out`.
+fn repeat_heads(g: &mut Graph, p: &str, kv: &str, axis: &str, expand: &str, out: &str) {
+    let (u, e) = (format!("{p}_u"), format!("{p}_e"));
+    g.node(
+        &format!("{p}/unsq"),
+        "Unsqueeze",
+        "",
+        &[kv, axis],
+        &[&u],
+        vec![],
+    )
+    .node(
+        &format!("{p}/expand"),
+        "Expand",
+        "",
+        &[&u, expand],
+        &[&e],
+        vec![],
+    )
+    .node(
+        &format!("{p}/gqa"),
+        "Reshape",
+        "",
+        &[&e, "heads4"],
+        &[out],
+        vec![],
+    );
+}
+
+/// The residual Add joins the RMS norm after it (the step outputs the sum too, read later by
+/// the next residual and as a graph output); grouped-query attention's Unsqueeze/Expand/Reshape
+/// of K (read through a Transpose) and of V join the MatMul that reads them. Near misses: a sum
+/// also read *before* the norm ends keeps its Add (the norm alone fuses); heads repeated as
+/// blocks (Unsqueeze at axis 1: `Tile`'s order, not GQA's) match but must run their nodes.
+#[test]
+fn residual_norms_and_grouped_query_matmuls_fuse() {
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let (h, g_, s, t, d) = (4, 2, 2, 5, 8);
+        let mut g = Graph::new(17);
+        g.feed("a", float_t(dtype, &[1, s, d], &vals(s * d, 21)))
+            .feed("b", float_t(dtype, &[1, s, d], &vals(s * d, 22)))
+            .feed("q", float_t(dtype, &[1, h, s, d], &vals(h * s * d, 23)))
+            .feed("p", float_t(dtype, &[1, h, s, t], &vals(h * s * t, 24)))
+            .feed("k", float_t(dtype, &[1, g_, t, d], &vals(g_ * t * d, 25)))
+            .feed("v", float_t(dtype, &[1, g_, t, d], &vals(g_ * t * d, 26)))
+            .init("w", &float_t(dtype, &[d], &vals(d, 27)))
+            .init("eps", &float_t(dtype, &[], &[1e-5]))
+            .init("ax1", &i64s(&[1]))
+            .init("ax2", &i64s(&[2]))
+            .init("rep", &i64s(&[1, 1, 2, 1, 1]))
+            .init("blocks", &i64s(&[1, 2, 1, 1, 1]))
+            .init("heads4", &i64s(&[1, 4, -1, d as i64]));
+        // Residual Add then a norm; the sum read again after it.
+        g.node("res1", "Add", "", &["a", "b"], &["sum"], vec![]);
+        rms_nodes(&mut g, "n1", "sum", "y");
+        g.node("res2", "Add", "", &["sum", "y"], &["res"], vec![]);
+        // The sum read between the Add and the norm's end: the Add stays.
+        g.node("res3", "Add", "", &["b", "a"], &["sum2"], vec![])
+            .node("peek", "Neg", "", &["sum2"], &["peek"], vec![]);
+        rms_nodes(&mut g, "n2", "sum2", "y2");
+        // GQA: q · repeat(k)ᵀ and p · repeat(v).
+        repeat_heads(&mut g, "krep", "k", "ax2", "rep", "kr");
+        g.node(
+            "kT",
+            "Transpose",
+            "",
+            &["kr"],
+            &["kt"],
+            vec![attr_ints("perm", &[0, 1, 3, 2])],
+        )
+        .node("scores", "MatMul", "", &["q", "kt"], &["scores"], vec![]);
+        repeat_heads(&mut g, "vrep", "v", "ax2", "rep", "vr");
+        g.node("ctx", "MatMul", "", &["p", "vr"], &["ctx"], vec![]);
+        // Heads repeated as blocks.
+        repeat_heads(&mut g, "vtile", "v", "ax1", "blocks", "vt");
+        g.node("tiled", "MatMul", "", &["p", "vt"], &["tiled"], vec![]);
+        for o in ["y", "sum", "res", "y2", "peek", "scores", "ctx", "tiled"] {
+            g.output(o);
+        }
+        let (on, off) = both(&g);
+        let what = format!("{dtype}");
+        // Add + norm: 7 nodes → 1; the second norm alone: 6 → 1; the Transpose into its
+        // MatMul (both plans) and 3 + 3 + 3 repeat nodes into their MatMuls.
+        assert_eq!(
+            off.steps - on.steps,
+            6 + 5 + 3 + 3 + 3,
+            "{what}: steps {} → {}",
+            off.steps,
+            on.steps
+        );
+        let cuda_tol = match dtype {
+            DType::F32 => 1e-5,
+            _ => F16_TOL,
+        };
+        let tol = |t: f32| if on_cuda() { t } else { 0.0 };
+        same(&on, &off, 0, &format!("{what} add + rms"), tol(cuda_tol));
+        same(&on, &off, 1, &format!("{what} the sum"), 0.0);
+        same(
+            &on,
+            &off,
+            2,
+            &format!("{what} the sum read later"),
+            tol(cuda_tol),
+        );
+        same(
+            &on,
+            &off,
+            3,
+            &format!("{what} rms of a peeked sum"),
+            tol(cuda_tol),
+        );
+        same(&on, &off, 4, &format!("{what} the peek"), 0.0);
+        same(
+            &on,
+            &off,
+            5,
+            &format!("{what} q · repeat(k)ᵀ"),
+            tol(cuda_tol),
+        );
+        same(
+            &on,
+            &off,
+            6,
+            &format!("{what} p · repeat(v)"),
+            tol(cuda_tol),
+        );
+        same(&on, &off, 7, &format!("{what} p · tile(v)"), tol(cuda_tol));
+        // Add + norm, norm, two GQA MatMuls; the tiled one runs its nodes.
+        let want = if on_cuda() { 4 } else { 0 };
+        assert_eq!(on.fused_kernels, want, "{what}: fused kernels");
+    }
+}

@@ -132,9 +132,10 @@ fn kv_cache_decode_equals_full_recompute_for_32_tokens() {
 /// attention weights are exact zeros. The specialised plan runs fewer steps than the graph
 /// (the shape arithmetic is folded once). A window too small for the request is an error.
 /// The tiny graph spells RoPE with Split (q and k), SwiGLU's gate, the scaled and masked
-/// softmax, and its post-attention norm as Pow/ReduceMean/…/Mul: the executor fuses those 5 runs
-/// per layer into one step each
-/// (`exec/fuse.rs`), and on the CPU the fused plan decodes the same logits, bit for bit.
+/// softmax, its post-attention norm as Pow/ReduceMean/…/Mul after the residual Add, and the
+/// keys' GQA repeat as Unsqueeze/Expand/Reshape before `q · kᵀ`: the executor fuses those 6 runs
+/// per layer into one step each (`exec/fuse.rs`; the values' repeat is a Tile and stays), and on
+/// the CPU the fused plan decodes the same logits, bit for bit.
 #[test]
 fn the_fused_plan_decodes_the_unfused_plans_logits() {
     let tmp = tiny_dir();
@@ -152,8 +153,9 @@ fn the_fused_plan_decodes_the_unfused_plans_logits() {
     let layers = package.io.layers.len();
     assert_eq!(
         plain.executor().num_steps() - fused.executor().num_steps(),
-        layers * (5 + 5 + 2 + 2 + 5),
-        "two RoPE runs of 6 nodes, a gate of 3, a softmax of 3 and a norm of 6 per layer"
+        layers * (5 + 5 + 2 + 2 + 6 + 3),
+        "per layer: two RoPE runs of 6 nodes, a gate of 3, a softmax of 3, a residual Add and \
+         norm of 7 and a GQA MatMul of 4"
     );
     let prompt = codec.encode("Once upon a time there was").unwrap();
     let opts = GenerateOptions {

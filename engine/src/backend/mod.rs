@@ -143,14 +143,35 @@ pub enum Fused {
     /// Inputs `s`, `m`: `Softmax(s · scale + m)` over the last axis, `m` broadcasting to `s`'s
     /// shape (attention scores, their scale and the additive mask).
     ScaleMaskSoftmax { scale: f32 },
+    /// Inputs `a`, `b` of one shape and `w`: outputs `RmsNorm(a + b, w)` ([`Fused::RmsNorm`])
+    /// and the sum `a + b` itself (a residual Add read by the next norm and by the next
+    /// residual).
+    AddRmsNorm { eps: f32 },
+    /// Inputs `a` `[B, G·R, S, K]` and `kv` `[B, G, T, D]`: `MatMul(a, r)` (or `MatMul(a, rᵀ)`
+    /// with `transpose_b`, the last two axes swapped) where `r` `[B, G·R, T, D]` repeats each of
+    /// `kv`'s `G` heads `R` times in a row (grouped-query attention's `Unsqueeze`, `Expand`,
+    /// `Reshape` of the KV cache). `R = a`'s heads / `kv`'s heads. A device reads `kv` in place:
+    /// query heads `g·R .. (g+1)·R` are the rows of one product with head `g`.
+    GqaMatMul { transpose_b: bool },
 }
 
 impl Fused {
     /// How many inputs it takes ([`Backend::fused`] gets exactly these).
     pub fn arity(&self) -> usize {
         match self {
-            Fused::RmsNorm { .. } | Fused::SiluMul | Fused::ScaleMaskSoftmax { .. } => 2,
-            Fused::Rotary { .. } => 3,
+            Fused::RmsNorm { .. }
+            | Fused::SiluMul
+            | Fused::ScaleMaskSoftmax { .. }
+            | Fused::GqaMatMul { .. } => 2,
+            Fused::Rotary { .. } | Fused::AddRmsNorm { .. } => 3,
+        }
+    }
+
+    /// How many outputs it gives, in the order documented at each variant.
+    pub fn outputs(&self) -> usize {
+        match self {
+            Fused::AddRmsNorm { .. } => 2,
+            _ => 1,
         }
     }
 }
@@ -240,11 +261,11 @@ pub trait Backend {
         eps: f32,
     ) -> Result<Self::Tensor>;
     /// `op` over `xs` in one kernel, or `None` when this backend has none (the op layer then runs
-    /// the nodes `op` stands for). A kernel rounds every intermediate to the storage type as
-    /// those nodes would, so its result is theirs on the same device (a reduction may sum in
-    /// another order). Default: `None` (the CPU runs the nodes: its fused plan gives the
-    /// unfused plan's bits).
-    fn fused(&self, op: &Fused, xs: &[&Self::Tensor]) -> Result<Option<Self::Tensor>> {
+    /// the nodes `op` stands for); `Some` holds exactly [`Fused::outputs`] tensors. A kernel
+    /// rounds every intermediate to the storage type as those nodes would, so its result is
+    /// theirs on the same device (a reduction or a product may sum in another order). Default:
+    /// `None` (the CPU runs the nodes: its fused plan gives the unfused plan's bits).
+    fn fused(&self, op: &Fused, xs: &[&Self::Tensor]) -> Result<Option<Vec<Self::Tensor>>> {
         let _ = (op, xs);
         Ok(None)
     }

@@ -3,15 +3,19 @@
 //! - [`fuse_transposed_matmuls`]: a `Transpose` of the last two axes read only by a `MatMul`
 //!   becomes [`Op::MatMulTransposedB`] (the backend gives the two ops' bits).
 //! - [`fuse_patterns`]: runs of nodes that exporters write for one computation become one
-//!   [`Op::Fused`] step: a decomposed RMS norm (6 nodes), rotate-half RoPE (6 or 7 nodes),
-//!   SwiGLU's gate (3 nodes) and attention's scaled, masked softmax (3 nodes). On a device each is one kernel instead of one per node: the
-//!   generic decode step of a standard-op export has ~1850 kernels, most of them these. The step
-//!   keeps the nodes as its body and runs them when the backend has no kernel or the run-time
-//!   shapes do not fit one (`ops/fused.rs`), so the CPU computes exactly what the unfused plan
-//!   did.
+//!   [`Op::Fused`] step: a decomposed RMS norm (6 nodes; 7 with the residual Add that makes its
+//!   input), rotate-half RoPE (6 or 7 nodes), SwiGLU's gate (3 nodes), attention's scaled,
+//!   masked softmax (3 nodes) and grouped-query attention's `Unsqueeze`, `Expand`, `Reshape` of
+//!   the KV cache read by a MatMul (4 nodes). On a device each is one kernel instead of one per
+//!   node: the generic decode step of a standard-op export had ~1850 kernels, most of them these.
+//!   The step keeps the nodes as its body and runs them when the backend has no kernel or the
+//!   run-time shapes do not fit one (`ops/fused.rs`), so the CPU computes exactly what the
+//!   unfused plan did.
 //!
 //! A pattern is fused only when none of its intermediate values is read outside it or is a graph
-//! output, so removing its nodes changes nothing else in the plan.
+//! output, so removing its nodes changes nothing else in the plan. The one exception is the
+//! residual sum of [`Pattern::AddRmsNorm`]: the fused step outputs it as well, and fuses only when
+//! every other reader of it comes after the norm in the plan (the step runs at the norm's place).
 
 use std::collections::HashMap;
 
@@ -98,6 +102,9 @@ struct Match {
     pattern: Pattern,
     nodes: Vec<usize>,
     first: Vec<usize>,
+    /// Values the nodes compute that the step outputs after the root's (and so may be read
+    /// outside: by steps after the root only).
+    also_out: Vec<usize>,
 }
 
 impl View<'_> {
@@ -124,9 +131,19 @@ impl View<'_> {
         (self.constant)(slot)?.to_i64_vec().ok()
     }
 
-    /// True when nothing outside `nodes` reads a value they compute (the root's output aside)
-    /// and none of those values is a graph output.
-    fn closed(&self, nodes: &[usize], root: usize) -> bool {
+    /// True when nothing outside `nodes` reads a value they compute (the root's output and
+    /// `also_out` aside) and none of those values is a graph output; `also_out`'s values may be
+    /// read outside, by steps after `root` only.
+    fn closed(&self, nodes: &[usize], root: usize, also_out: &[usize]) -> bool {
+        let late_readers_only = |s: usize| {
+            self.steps
+                .iter()
+                .enumerate()
+                .all(|(k, step)| k > root || nodes.contains(&k) || !step.inputs.contains(&Some(s)))
+        };
+        if !also_out.iter().all(|&s| late_readers_only(s)) {
+            return false;
+        }
         let mut reads: HashMap<usize, usize> = HashMap::new();
         for &k in nodes {
             for &i in self.steps[k].inputs.iter().flatten() {
@@ -141,6 +158,7 @@ impl View<'_> {
                 .all(|(o, slot)| match slot {
                     None => true,
                     Some(_) if k == root && o == 0 => true,
+                    Some(s) if also_out.contains(s) => true,
                     Some(s) => {
                         k != root
                             && !self.is_output[*s]
@@ -216,6 +234,7 @@ impl View<'_> {
                 },
                 nodes: vec![kq, km, ka, ks, kd, root],
                 first: vec![x, w],
+                also_out: Vec::new(),
             })
         })
     }
@@ -268,6 +287,7 @@ impl View<'_> {
                     },
                     nodes,
                     first: vec![x, cos, sin],
+                    also_out: Vec::new(),
                 })
             })
         })
@@ -365,7 +385,82 @@ impl View<'_> {
                 },
                 nodes: vec![km, ka, root],
                 first: vec![s, m],
+                also_out: Vec::new(),
             })
+        })
+    }
+
+    /// An RMS norm whose input `x` is `Add(a, b)`: the Add joins the match and the step outputs
+    /// `x` after the norm. `None` when `x` has another producer (the plain norm is kept).
+    fn add_rms_norm(&self, norm: &Match) -> Option<Match> {
+        let Pattern::RmsNorm { axis, eps } = norm.pattern else {
+            return None;
+        };
+        let x = *norm.first.first()?;
+        let ka = self.made_by(x, 0, |op| matches!(op, Op::Binary(BinaryOp::Add)))?;
+        let [a, b] = self.ins(ka, 2)?[..] else {
+            return None;
+        };
+        let mut nodes = norm.nodes.clone();
+        nodes.push(ka);
+        let mut first = vec![a, b];
+        first.extend(&norm.first[1..]);
+        Some(Match {
+            pattern: Pattern::AddRmsNorm { axis, eps },
+            nodes,
+            first,
+            also_out: vec![x],
+        })
+    }
+
+    /// `MatMul(a, Reshape(Expand(Unsqueeze(kv, axis), e), r))` (or the transposed-B MatMul) with
+    /// constant axes, `e` and `r`: grouped-query attention reading the KV cache with each head
+    /// repeated. Whether the constants repeat heads is checked at run time (`ops/fused.rs`).
+    fn gqa_matmul(&self, root: usize) -> Option<Match> {
+        let transpose_b = match self.steps[root].op {
+            Op::MatMul => false,
+            Op::MatMulTransposedB => true,
+            _ => return None,
+        };
+        let [a, rep] = self.ins(root, 2)?[..] else {
+            return None;
+        };
+        let kr = self.made_by(rep, 0, |op| matches!(op, Op::Reshape { .. }))?;
+        let Op::Reshape { allowzero } = self.steps[kr].op else {
+            return None;
+        };
+        let [e, r] = self.ins(kr, 2)?[..] else {
+            return None;
+        };
+        let ke = self.made_by(e, 0, |op| matches!(op, Op::Expand))?;
+        let [u, es] = self.ins(ke, 2)?[..] else {
+            return None;
+        };
+        let ku = self.made_by(u, 0, |op| matches!(op, Op::Unsqueeze { .. }))?;
+        let Op::Unsqueeze { axes } = &self.steps[ku].op else {
+            return None;
+        };
+        let ins = &self.steps[ku].inputs;
+        let kv = ins.first().copied().flatten()?;
+        let axes = match (axes, ins.get(1).copied().flatten()) {
+            (_, Some(t)) => self.ints(t)?,
+            (Some(a), None) => a.clone(),
+            (None, None) => return None,
+        };
+        let (&[unsqueeze_axis], true) = (&axes[..], ins.len() <= 2) else {
+            return None;
+        };
+        Some(Match {
+            pattern: Pattern::GqaMatMul {
+                transpose_b,
+                unsqueeze_axis,
+                expand: self.ints(es)?,
+                reshape: self.ints(r)?,
+                allowzero,
+            },
+            nodes: vec![ku, ke, kr, root],
+            first: vec![a, kv],
+            also_out: Vec::new(),
         })
     }
 
@@ -389,6 +484,7 @@ impl View<'_> {
                     pattern: Pattern::SiluMul,
                     nodes: vec![ks, km, root],
                     first: vec![g, u],
+                    also_out: Vec::new(),
                 })
             })
         })
@@ -433,22 +529,30 @@ pub(super) fn fuse_patterns(
         if used[root] {
             continue;
         }
-        let found = view
-            .rms_norm(root)
-            .or_else(|| view.rotary(root))
-            .or_else(|| view.silu_mul(root))
-            .or_else(|| view.scale_mask_softmax(root));
-        let Some(mut m) = found else {
+        let found = match view.rms_norm(root) {
+            // With the residual Add before it where that fuses, else the norm alone.
+            Some(norm) => vec![view.add_rms_norm(&norm), Some(norm)],
+            None => vec![
+                view.rotary(root)
+                    .or_else(|| view.silu_mul(root))
+                    .or_else(|| view.scale_mask_softmax(root))
+                    .or_else(|| view.gqa_matmul(root)),
+            ],
+        };
+        let ok = |m: &mut Match| {
+            m.nodes.sort_unstable();
+            m.nodes.dedup();
+            m.nodes.last() == Some(&root)
+                && !m.nodes.iter().any(|&k| used[k])
+                && view.closed(&m.nodes, root, &m.also_out)
+        };
+        let Some(m) = found
+            .into_iter()
+            .flatten()
+            .find_map(|mut m| ok(&mut m).then_some(m))
+        else {
             continue;
         };
-        m.nodes.sort_unstable();
-        m.nodes.dedup();
-        if m.nodes.last() != Some(&root)
-            || m.nodes.iter().any(|&k| used[k])
-            || !view.closed(&m.nodes, root)
-        {
-            continue;
-        }
         for &k in &m.nodes {
             used[k] = true;
         }
@@ -514,7 +618,12 @@ fn fused_step(steps: &[Step], m: Match) -> Step {
         });
     }
     let out = steps[root].outputs[0];
-    let result = local[&out.expect("a fused root has an output")];
+    let mut outputs = vec![out];
+    outputs.extend(m.also_out.iter().map(|&s| Some(s)));
+    let results = outputs
+        .iter()
+        .map(|s| local[&s.expect("a fused step's outputs are values")])
+        .collect();
     Step {
         name: format!("{} (+ {} nodes)", steps[root].name, m.nodes.len() - 1),
         op_type: format!("Fused {}", m.pattern.name()),
@@ -522,10 +631,10 @@ fn fused_step(steps: &[Step], m: Match) -> Step {
             pattern: m.pattern,
             body,
             n_values,
-            result,
+            results,
         })),
         inputs: inputs.into_iter().map(Some).collect(),
-        outputs: vec![out],
+        outputs,
         frees: Vec::new(),
     }
 }

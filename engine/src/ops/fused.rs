@@ -1,6 +1,7 @@
 //! Fused steps: not ONNX ops, but a run of nodes the executor recognised as one computation
-//! (`exec/fuse.rs`: a decomposed RMS norm, rotate-half RoPE, SwiGLU's gate, attention's scaled
-//! and masked softmax). The step keeps
+//! (`exec/fuse.rs`: a decomposed RMS norm with or without the residual Add before it, rotate-half
+//! RoPE, SwiGLU's gate, attention's scaled and masked softmax, grouped-query attention's repeated
+//! KV heads read by a MatMul). The step keeps
 //! those nodes as its body. At run time it checks the conditions under which the computation is
 //! the [`Fused`] primitive (the reduced and rotated axis is the last one, the halves meet, the
 //! operands broadcast as the kernel reads them) and asks the backend for one kernel
@@ -8,7 +9,7 @@
 //! node by node, exactly as the unfused plan would. So the CPU (no fused kernels) gives the
 //! unfused plan's bits, and a graph that only looks like a pattern still computes what it says.
 
-use super::{Op, Outputs, broadcast_shapes, norm_axis, one};
+use super::{Op, Outputs, broadcast_shapes, norm_axis, reshape_target};
 use crate::backend::{Backend, Fused};
 use crate::error::{Error, Result};
 
@@ -30,6 +31,20 @@ pub enum Pattern {
     SiluMul,
     /// Inputs `s`, `m`: [`Fused::ScaleMaskSoftmax`]; `axis` is Softmax's (must be the last).
     ScaleMaskSoftmax { axis: i64, scale: f32 },
+    /// Inputs `a`, `b`, `w`: [`Fused::AddRmsNorm`], outputs the norm and the sum.
+    AddRmsNorm { axis: i64, eps: f32 },
+    /// Inputs `a`, `kv`: [`Fused::GqaMatMul`] when `kv` `[B, G, T, D]` Unsqueezed at
+    /// `unsqueeze_axis`, Expanded to `expand` and Reshaped to `reshape` (`allowzero` as written)
+    /// is `[B, G·R, T, D]` with each head repeated `R` times in a row, and `a` is
+    /// `[B, G·R, S, K]`. The three constants as the graph wrote them; checked at run time
+    /// against the shapes.
+    GqaMatMul {
+        transpose_b: bool,
+        unsqueeze_axis: i64,
+        expand: Vec<i64>,
+        reshape: Vec<i64>,
+        allowzero: bool,
+    },
 }
 
 impl Pattern {
@@ -40,6 +55,8 @@ impl Pattern {
             Pattern::Rotary { .. } => "Rotary",
             Pattern::SiluMul => "SiluMul",
             Pattern::ScaleMaskSoftmax { .. } => "ScaleMaskSoftmax",
+            Pattern::AddRmsNorm { .. } => "AddRmsNorm",
+            Pattern::GqaMatMul { .. } => "GqaMatMul",
         }
     }
 }
@@ -61,8 +78,8 @@ pub struct FusedOp {
     pub body: Vec<BodyNode>,
     /// Local values in all (inputs included).
     pub n_values: usize,
-    /// The local value the step outputs.
-    pub result: usize,
+    /// The local values the step outputs, in the order of [`crate::backend::Fused`]'s outputs.
+    pub results: Vec<usize>,
 }
 
 impl FusedOp {
@@ -77,9 +94,17 @@ impl FusedOp {
         if let Some(xs) = all
             && let Some(op) = self.primitive(b, &xs)?
             && let Some(ins) = xs.get(..op.arity())
-            && let Some(y) = b.fused(&op, ins)?
+            && let Some(ys) = b.fused(&op, ins)?
         {
-            return one(y);
+            if ys.len() != op.outputs() || ys.len() != self.results.len() {
+                return Err(Error::msg(format!(
+                    "fused step {}: the backend gave {} outputs for {}",
+                    self.pattern.name(),
+                    ys.len(),
+                    self.results.len()
+                )));
+            }
+            return Ok(ys.into_iter().map(Some).collect());
         }
         self.run_body(b, inputs)
     }
@@ -105,10 +130,15 @@ impl FusedOp {
                 }
             }
         }
-        let y = values[self.result]
-            .take()
-            .ok_or_else(|| Error::msg("fused step: its last node gave no output"))?;
-        one(y)
+        self.results
+            .iter()
+            .map(|&r| {
+                values[r]
+                    .take()
+                    .map(Some)
+                    .ok_or_else(|| Error::msg("fused step: a node of its body gave no output"))
+            })
+            .collect()
     }
 
     /// The primitive these inputs make, or `None` when a condition of it does not hold.
@@ -117,16 +147,47 @@ impl FusedOp {
         let same_type = |ts: &[&B::Tensor]| ts.iter().all(|t| b.dtype(t) == b.dtype(ts[0]));
         let last_axis =
             |axis: i64, rank: usize| rank > 0 && norm_axis(axis, rank).ok() == Some(rank - 1);
+        // The RMS norm's conditions on x's shape and w's.
+        let norm_fits = |axis: i64, xs: &[usize], ws: &[usize]| {
+            let d = xs.last().copied().unwrap_or(0);
+            last_axis(axis, xs.len())
+                && d > 0
+                && ws.iter().product::<usize>() == d
+                && ws.last() == Some(&d)
+                && broadcast_shapes(xs, ws).ok().as_deref() == Some(xs)
+        };
         Ok(match (&self.pattern, xs) {
             (Pattern::RmsNorm { axis, eps }, [x, w, ..]) => {
-                let (xs, ws) = (b.shape(x), b.shape(w));
-                let d = xs.last().copied().unwrap_or(0);
-                let fits = last_axis(*axis, xs.len())
-                    && d > 0
-                    && ws.iter().product::<usize>() == d
-                    && ws.last() == Some(&d)
-                    && broadcast_shapes(xs, ws).ok().as_deref() == Some(xs);
+                let fits = norm_fits(*axis, b.shape(x), b.shape(w));
                 (fits && float(x) && same_type(&[x, w])).then_some(Fused::RmsNorm { eps: *eps })
+            }
+            (Pattern::AddRmsNorm { axis, eps }, [x, y, w, ..]) => {
+                let fits = b.shape(x) == b.shape(y) && norm_fits(*axis, b.shape(x), b.shape(w));
+                (fits && float(x) && same_type(&[x, y, w]))
+                    .then_some(Fused::AddRmsNorm { eps: *eps })
+            }
+            (
+                Pattern::GqaMatMul {
+                    transpose_b,
+                    unsqueeze_axis,
+                    expand,
+                    reshape,
+                    allowzero,
+                },
+                [a, kv, ..],
+            ) => {
+                let fits = gqa_fits(
+                    b.shape(a),
+                    b.shape(kv),
+                    *transpose_b,
+                    *unsqueeze_axis,
+                    expand,
+                    reshape,
+                    *allowzero,
+                );
+                (fits && float(a) && same_type(&[a, kv])).then_some(Fused::GqaMatMul {
+                    transpose_b: *transpose_b,
+                })
             }
             (
                 Pattern::Rotary {
@@ -164,4 +225,38 @@ impl FusedOp {
             _ => None,
         })
     }
+}
+
+/// Whether `Reshape(Expand(Unsqueeze(kv, axis), expand), reshape)` repeats each head of `kv`
+/// `[B, G, T, D]` `R` times in a row, giving `[B, G·R, T, D]`, and `a` is `[B, G·R, S, K]` with
+/// `K` the product's inner dim (`D` for `a · rᵀ`, `T` for `a · r`). Anything else (another
+/// axis, an Expand that also broadcasts B or T, a Reshape that does not merge G and R) runs the
+/// nodes.
+fn gqa_fits(
+    a: &[usize],
+    kv: &[usize],
+    transpose_b: bool,
+    unsqueeze_axis: i64,
+    expand: &[i64],
+    reshape: &[i64],
+    allowzero: bool,
+) -> bool {
+    let (&[ba, h, _, k], &[bk, g, t, d]) = (a, kv) else {
+        return false;
+    };
+    if norm_axis(unsqueeze_axis, 5).ok() != Some(2) || expand.iter().any(|&e| e < 0) {
+        return false;
+    }
+    let unsq = [bk, g, 1, t, d];
+    let want: Vec<usize> = expand.iter().map(|&e| e as usize).collect();
+    let Ok(expanded) = broadcast_shapes(&unsq, &want) else {
+        return false;
+    };
+    let &[eb, eg, r, et, ed] = &expanded[..] else {
+        return false;
+    };
+    let repeated = (eb, eg, et, ed) == (bk, g, t, d) && r > 0;
+    let merged = reshape_target(&expanded, reshape, allowzero).ok() == Some(vec![bk, g * r, t, d]);
+    let inner = if transpose_b { d } else { t };
+    repeated && merged && ba == bk && h == g * r && k == inner
 }

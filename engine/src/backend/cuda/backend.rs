@@ -677,6 +677,32 @@ impl CudaBackend {
         }
         Ok(Some(y))
     }
+
+    /// [`Fused::GqaMatMul`]: `a` `[B, G·R, S, K]` seen in place as `[B, G, R·S, K]` (query heads
+    /// `g·R .. (g+1)·R` are consecutive), one strided batched GEMM over the `G` KV heads read in
+    /// place, the result `[B, G, R·S, N]` seen as `[B, G·R, S, N]`. No repeated copy of the
+    /// cache; each row is the same dot products the repeated MatMul forms.
+    fn gqa_matmul(
+        &self,
+        a: &CudaTensor,
+        kv: &CudaTensor,
+        transpose_b: bool,
+    ) -> Result<Option<Vec<CudaTensor>>> {
+        let (&[b, h, s, k], &[bk, g, _, _]) = (&a.shape[..], &kv.shape[..]) else {
+            return Ok(None);
+        };
+        if g == 0 || !h.is_multiple_of(g) || b != bk {
+            return Ok(None);
+        }
+        let grouped = Backend::reshape(self, a, vec![b, g, (h / g) * s, k])?;
+        let Some(y) = self.gemm(&grouped, kv, transpose_b)? else {
+            return Ok(None);
+        };
+        let n = y.shape[3];
+        let y = Backend::reshape(self, &y, vec![b, h, s, n])?;
+        self.state().fused += 1;
+        Ok(Some(vec![y]))
+    }
 }
 
 fn ptr_of_i64(s: &CudaSlice<i64>, dev: &Device) -> u64 {
@@ -1342,10 +1368,13 @@ impl Backend for CudaBackend {
         Ok(y)
     }
 
-    fn fused(&self, op: &Fused, xs: &[&CudaTensor]) -> Result<Option<CudaTensor>> {
+    fn fused(&self, op: &Fused, xs: &[&CudaTensor]) -> Result<Option<Vec<CudaTensor>>> {
         let Some(x) = xs.first() else {
             return Ok(None);
         };
+        if let (Fused::GqaMatMul { transpose_b }, [a, kv]) = (op, xs) {
+            return self.gqa_matmul(a, kv, *transpose_b);
+        }
         let Some(sfx) = float_sfx(x.dtype).filter(|_| xs.iter().all(|t| t.dtype == x.dtype)) else {
             return Ok(None);
         };
@@ -1353,6 +1382,8 @@ impl Backend for CudaBackend {
         // Allocated once the operands are known to fit (an arena step must not carve an output
         // it then drops).
         let y;
+        // The residual sum of AddRmsNorm (its second output).
+        let mut sum = None;
         let name;
         let f;
         // SAFETY (each launch): the op layer checked the shapes `Fused` documents; every index a
@@ -1366,7 +1397,7 @@ impl Backend for CudaBackend {
                 let rows = n / cols;
                 y = self.alloc(x.dtype, x.shape.clone())?;
                 if rows == 0 {
-                    return Ok(Some(y));
+                    return Ok(Some(vec![y]));
                 }
                 name = format!("rms_nodes_{sfx}");
                 f = self.dev.function("ops", &name)?;
@@ -1400,7 +1431,7 @@ impl Backend for CudaBackend {
                 };
                 y = self.alloc(x.dtype, x.shape.clone())?;
                 if s.n == 0 {
-                    return Ok(Some(y));
+                    return Ok(Some(vec![y]));
                 }
                 name = format!("rotary_{sfx}");
                 f = self.dev.function("ops", &name)?;
@@ -1419,6 +1450,35 @@ impl Backend for CudaBackend {
                         .map_err(cu_err(&name))?;
                 }
             }
+            (Fused::AddRmsNorm { eps }, [a, b, w]) => {
+                let cols = a.shape.last().copied().unwrap_or(0);
+                if cols == 0 || w.numel() != cols || a.shape != b.shape {
+                    return Ok(None);
+                }
+                let rows = n / cols;
+                y = self.alloc(a.dtype, a.shape.clone())?;
+                let s = self.alloc(a.dtype, a.shape.clone())?;
+                if rows > 0 {
+                    name = format!("add_rms_nodes_{sfx}");
+                    f = self.dev.function("ops", &name)?;
+                    let c = cols as i32;
+                    unsafe {
+                        self.dev
+                            .stream
+                            .launch_builder(&f)
+                            .arg(&a.buf.ptr)
+                            .arg(&b.buf.ptr)
+                            .arg(&w.buf.ptr)
+                            .arg(&s.buf.ptr)
+                            .arg(&y.buf.ptr)
+                            .arg(&c)
+                            .arg(eps)
+                            .launch(per_row(rows))
+                            .map_err(cu_err(&name))?;
+                    }
+                }
+                sum = Some(s);
+            }
             (Fused::ScaleMaskSoftmax { scale }, [sc, m]) => {
                 let len = sc.shape.last().copied().unwrap_or(0);
                 let Ok((out, st)) = Self::broadcast(&[&sc.shape, &m.shape]) else {
@@ -1434,7 +1494,7 @@ impl Backend for CudaBackend {
                 y = self.alloc(x.dtype, x.shape.clone())?;
                 let rows = n / len;
                 if rows == 0 {
-                    return Ok(Some(y));
+                    return Ok(Some(vec![y]));
                 }
                 name = format!("scale_mask_softmax_{sfx}");
                 f = self.dev.function("ops", &name)?;
@@ -1459,7 +1519,7 @@ impl Backend for CudaBackend {
                 }
                 y = self.alloc(x.dtype, x.shape.clone())?;
                 if n == 0 {
-                    return Ok(Some(y));
+                    return Ok(Some(vec![y]));
                 }
                 name = format!("silu_mul_{sfx}");
                 f = self.dev.function("ops", &name)?;
@@ -1479,6 +1539,6 @@ impl Backend for CudaBackend {
             _ => return Ok(None),
         }
         self.state().fused += 1;
-        Ok(Some(y))
+        Ok(Some(std::iter::once(y).chain(sum).collect()))
     }
 }

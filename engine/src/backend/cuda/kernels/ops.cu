@@ -446,6 +446,27 @@ __device__ void rms_nodes(const T* __restrict__ x, const T* __restrict__ w, T* _
         yr[i] = from_f<T>(__fmul_rn(rnd<T>(__fdiv_rn(to_f(xr[i]), r)), to_f(w[i])));
 }
 
+// rms_nodes over x = Add(a, b), rounded to T, which is also written out (the residual sum). Each
+// thread reads back only the sums it wrote.
+template <typename T>
+__device__ void add_rms_nodes(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
+                              T* __restrict__ s, T* __restrict__ y, int cols, float eps) {
+    __shared__ double red[32];
+    const long long off = (long long)blockIdx.x * cols;
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        T x = from_f<T>(__fadd_rn(to_f(a[off + i]), to_f(b[off + i])));
+        s[off + i] = x;
+        float v = to_f(x);
+        acc += (double)rnd<T>(__fmul_rn(v, v));
+    }
+    acc = block_reduce_d<RED_SUM>(acc, red);
+    float mean = to_f(from_f<T>((float)(acc / (double)cols)));
+    float r = rnd<T>(sqrtf(rnd<T>(__fadd_rn(mean, eps))));
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        y[off + i] = from_f<T>(__fmul_rn(rnd<T>(__fdiv_rn(to_f(s[off + i]), r)), to_f(w[i])));
+}
+
 // Add(Mul(x, cos), Mul(Concat(Neg(x[..., h:]), x[..., :h]), sin)) over a last axis of 2h;
 // element e of x reads cos/sin at the broadcast offset that `s` (src_st) gives.
 template <typename T>
@@ -510,6 +531,7 @@ __device__ void scale_mask_softmax(const T* __restrict__ x, const T* __restrict_
 
 #define FUSED_KERNELS(T, S) \
 extern "C" __global__ void rms_nodes_##S(const T* x, const T* w, T* y, int cols, float eps) { rms_nodes<T>(x, w, y, cols, eps); } \
+extern "C" __global__ void add_rms_nodes_##S(const T* a, const T* b, const T* w, T* s, T* y, int cols, float eps) { add_rms_nodes<T>(a, b, w, s, y, cols, eps); } \
 extern "C" __global__ void rotary_##S(const T* x, const T* c, const T* sn, T* y, Strided s, long long h) { rotary<T>(x, c, sn, y, s, h); } \
 extern "C" __global__ void silu_mul_##S(const T* g, const T* u, T* y, long long n) { silu_mul<T>(g, u, y, n); } \
 extern "C" __global__ void scale_mask_softmax_##S(const T* x, const T* m, T* y, Strided s, int len, float scale) { scale_mask_softmax<T>(x, m, y, s, len, scale); }
