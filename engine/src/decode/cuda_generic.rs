@@ -126,7 +126,8 @@ impl CudaGenericDecoder {
         v
     }
 
-    /// Copies each `present` (`len + 1` positions) without its first position into `past`.
+    /// Copies each `present` (`len + 1` positions) without its first position into `past`: one
+    /// kernel for every layer's K and V.
     fn slide(&self, w: &Window, outs: &[CudaTensor]) -> Result<()> {
         let b = self.session.backend();
         let names: Vec<&str> = self.session.executor().output_names().collect();
@@ -137,11 +138,12 @@ impl CudaGenericDecoder {
                 .map(|i| &outs[i])
                 .ok_or_else(|| Error::msg(format!("graph output {port:?} missing")))
         };
+        let mut pairs = Vec::with_capacity(2 * w.past.len());
         for (l, (k, v)) in self.session.io().layers.iter().zip(&w.past) {
-            b.copy_into(k, 0, find(&l.present_key)?, 1, w.len, 2)?;
-            b.copy_into(v, 0, find(&l.present_value)?, 1, w.len, 2)?;
+            pairs.push((k, find(&l.present_key)?));
+            pairs.push((v, find(&l.present_value)?));
         }
-        Ok(())
+        b.copy_into_many(&pairs, 0, 1, w.len, 2)
     }
 
     /// Runs the specialised step eagerly on the window's buffers, then the slide.

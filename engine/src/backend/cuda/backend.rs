@@ -399,6 +399,75 @@ impl CudaBackend {
         self.copy(src, dst, s)
     }
 
+    /// [`CudaBackend::copy_into`] for many pairs `(dst, src)` of one shape each, in one kernel
+    /// launch per [`COPY_MANY`] pairs (a decode step's slide of every layer's K and V: 60
+    /// launches were 60 graph nodes). Pairs of other shapes or types than the first pair's are
+    /// copied one by one.
+    pub fn copy_into_many(
+        &self,
+        pairs: &[(&CudaTensor, &CudaTensor)],
+        at: usize,
+        from: usize,
+        len: usize,
+        axis: usize,
+    ) -> Result<()> {
+        let Some(&(d0, s0)) = pairs.first() else {
+            return Ok(());
+        };
+        let alike = |&&(d, s): &&(&CudaTensor, &CudaTensor)| {
+            d.shape == d0.shape && s.shape == s0.shape && d.dtype == s0.dtype && s.dtype == s0.dtype
+        };
+        let (same, other): (Vec<_>, Vec<_>) = pairs.iter().partition(alike);
+        for (d, s) in other {
+            self.copy_into(d, at, s, from, len, axis)?;
+        }
+        let r = s0.shape.len();
+        let fits = d0.shape.len() == r
+            && axis < r
+            && same.iter().all(|(d, _)| d.host.is_none())
+            && from + len <= s0.shape[axis]
+            && at + len <= d0.shape[axis]
+            && (0..r).all(|d| d == axis || d0.shape[d] == s0.shape[d]);
+        if !fits {
+            return Err(Error::msg(format!(
+                "cuda: cannot copy {len} positions of {:?} from {from} into {:?} at {at} along axis {axis}",
+                s0.shape, d0.shape
+            )));
+        }
+        let mut shape = s0.shape.clone();
+        shape[axis] = len;
+        let (sst, dst_st) = (contiguous(&s0.shape), contiguous(&d0.shape));
+        let mut st = Strided::new(&shape, &sst, &dst_st)?;
+        st.src_off = from as i64 * sst[axis];
+        st.dst_off = at as i64 * dst_st[axis];
+        if st.n == 0 {
+            return Ok(());
+        }
+        let name = format!("copy_strided_many_{}", s0.dtype.size());
+        let f = self.dev.function("ops", &name)?;
+        for chunk in same.chunks(COPY_MANY) {
+            let mut p = PtrPairs::default();
+            for (i, (d, s)) in chunk.iter().enumerate() {
+                p.src[i] = s.buf.ptr;
+                p.dst[i] = d.buf.ptr;
+            }
+            let mut cfg = grid(st.n as usize);
+            cfg.grid_dim.1 = chunk.len() as u32;
+            // SAFETY: every pair has the checked shapes, so `st` addresses only elements
+            // inside each source and destination; grid.y indexes the filled pairs only.
+            unsafe {
+                self.dev
+                    .stream
+                    .launch_builder(&f)
+                    .arg(&p)
+                    .arg(&st)
+                    .launch(cfg)
+                    .map_err(cu_err(&name))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Sets every byte of `t` (a [`CudaBackend::fixed`] buffer) to zero, in stream order.
     pub fn zero(&self, t: &CudaTensor) -> Result<()> {
         if t.host.is_some() {
@@ -728,6 +797,29 @@ struct ConcatArgs {
 
 // SAFETY: `ConcatArgs` is `repr(C)` plain data with the layout of the C struct it is passed as.
 unsafe impl DeviceRepr for ConcatArgs {}
+
+/// Pairs per launch of [`CudaBackend::copy_into_many`] (its parameters: 1 KiB of addresses).
+const COPY_MANY: usize = 64;
+
+/// Mirrors `struct PtrPairs` in kernels/ops.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct PtrPairs {
+    src: [u64; COPY_MANY],
+    dst: [u64; COPY_MANY],
+}
+
+impl Default for PtrPairs {
+    fn default() -> Self {
+        PtrPairs {
+            src: [0; COPY_MANY],
+            dst: [0; COPY_MANY],
+        }
+    }
+}
+
+// SAFETY: `PtrPairs` is `repr(C)` plain data with the layout of the C struct it is passed as.
+unsafe impl DeviceRepr for PtrPairs {}
 
 /// Mirrors `struct Strided3` in kernels/ops.cu.
 #[repr(C)]

@@ -37,6 +37,18 @@ __device__ void copy_strided(const E* __restrict__ src, E* __restrict__ dst, Str
     }
 }
 
+// copy_strided for pair blockIdx.y of up to 64 (src, dst) pairs that share one walk.
+struct PtrPairs { unsigned long long src[64]; unsigned long long dst[64]; };
+template <typename E>
+__device__ void copy_strided_many(PtrPairs p, Strided s) {
+    copy_strided((const E*)p.src[blockIdx.y], (E*)p.dst[blockIdx.y], s);
+}
+
+extern "C" __global__ void copy_strided_many_1(PtrPairs p, Strided st) { copy_strided_many<unsigned char>(p, st); }
+extern "C" __global__ void copy_strided_many_2(PtrPairs p, Strided st) { copy_strided_many<unsigned short>(p, st); }
+extern "C" __global__ void copy_strided_many_4(PtrPairs p, Strided st) { copy_strided_many<unsigned int>(p, st); }
+extern "C" __global__ void copy_strided_many_8(PtrPairs p, Strided st) { copy_strided_many<unsigned long long>(p, st); }
+
 extern "C" __global__ void copy_strided_1(const unsigned char* s, unsigned char* d, Strided st) { copy_strided(s, d, st); }
 extern "C" __global__ void copy_strided_2(const unsigned short* s, unsigned short* d, Strided st) { copy_strided(s, d, st); }
 extern "C" __global__ void copy_strided_4(const unsigned int* s, unsigned int* d, Strided st) { copy_strided(s, d, st); }
