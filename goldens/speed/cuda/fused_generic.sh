@@ -10,6 +10,7 @@
 #                        and off, capital_plain, 30 tokens, 1 warm-up + 3 runs (the fused decoder
 #                        once, for scale); every short golden through the export; a --trace
 #   fused_generic.sh c   the goldens on the fused decoder, long_context.sh's rows, PyTorch anchors
+#   fused_generic.sh c2  c right after a (device-carry/d2: gguf.part.ab, cuda_test.gz), no b
 # Binaries are built on the dev machine with --features cuda, stripped and gzipped.
 set -uo pipefail
 W=/tmp/w; mkdir -p $W/bin $W/out
@@ -57,6 +58,14 @@ b)
   timeout 400 python3 goldens/check_generic_cuda.py --engine $E --model $W/std 2>&1 | tee $O/check-generic-std.txt
   timeout 200 $E profile --model $W/std --ep cuda --prompt-ids "$ids" --tokens 64 --warmups 1 --runs 2 --trace > $O/trace-std.txt 2>&1
   tail -45 $O/trace-std.txt
+  ;;
+c2)
+  # Phase c on a fresh lease after phase a: the GGUF's second half from device-carry/d2.
+  for f in device-carry/d2/*.gz; do gunzip -c "$f" > "$W/bin/$(basename "$f" .gz)"; done
+  chmod +x $W/bin/*
+  mkdir -p $W/cache/gguf
+  cat $W/gguf.part.aa device-carry/d2/gguf.part.ab > $W/cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
+  bash "$0" c
   ;;
 c)
   E=$W/bin/engine
