@@ -94,7 +94,11 @@ fn team_spin() -> usize {
 
 /// The CPU device: kernels run on a private rayon pool of `threads` workers.
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
+    /// `None` with one thread: nothing runs on it then ([`CpuBackend::in_pool`]), and a worker
+    /// thread that starts beside the caller makes the caller's heap differ from run to run (the
+    /// two threads' allocations interleave by timing), which moved a one-thread benchmark's
+    /// instruction count by up to 3 % between processes (harness/eval/noise/README.md).
+    pool: Option<rayon::ThreadPool>,
     /// `threads - 1` workers that spin between products, for the decode step's matrix-vector
     /// products ([`CpuBackend::team_each`]); `None` with one thread.
     team: Option<micropool::ThreadPool>,
@@ -109,10 +113,9 @@ impl CpuBackend {
     /// run through this (`Session::generate` by the CPU decoder and `engine generate`) pays the
     /// hand-off once, and each op only wakes the pool's other threads.
     pub fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        if self.threads <= 1 {
-            f()
-        } else {
-            self.pool.install(f)
+        match &self.pool {
+            Some(pool) if self.threads > 1 => pool.install(f),
+            _ => f(),
         }
     }
 
@@ -125,15 +128,21 @@ impl CpuBackend {
         } else {
             threads
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("engine-cpu-{i}"))
-            .build()
-            .map_err(|e| {
-                Error::msg(format!(
-                    "cpu backend: cannot start a pool of {threads} threads: {e}"
-                ))
-            })?;
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("engine-cpu-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::msg(format!(
+                            "cpu backend: cannot start a pool of {threads} threads: {e}"
+                        ))
+                    })?,
+            )
+        } else {
+            None
+        };
         let team = (threads > 1).then(|| {
             micropool::ThreadPoolBuilder::default()
                 .num_threads(threads - 1)
@@ -200,13 +209,13 @@ impl CpuBackend {
     ) {
         let row = row.max(1);
         let rows = out.len() / row;
-        if self.threads <= 1 || out.len() < PAR_MIN || rows < 2 {
+        let Some(pool) = self.pool.as_ref().filter(|_| out.len() >= PAR_MIN && rows >= 2) else {
             f(0, out);
             return;
-        }
+        };
         let per = rows.div_ceil(self.threads * 4).max(PAR_GRAIN.div_ceil(row));
         let chunk = per * row;
-        self.pool.install(|| {
+        pool.install(|| {
             out.par_chunks_mut(chunk)
                 .enumerate()
                 .for_each(|(i, c)| f(i * chunk, c));
