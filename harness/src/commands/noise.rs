@@ -680,7 +680,7 @@ pub fn markdown(run: &NoiseRun) -> String {
             .filter(|(_, r)| matches!(r, Ok((sp, _, _)) if *sp <= 0.001))
             .count();
         s.push_str(&format!(
-            "\n### Instruction counts ({})\n\n{held} of {} single-threaded benchmarks within              0.1 % over repeated counts (callgrind, the serve loop only; spread = (max − min) /              median).\n\n| benchmark | counts | instructions / iteration | spread |\n|---|---:|---:|---:|\n",
+            "\n### Instruction counts ({})\n\n{held} of {} single-threaded benchmarks within 0.1 % over repeated counts (callgrind, the serve loop only; spread = (max − min) / median).\n\n| benchmark | counts | instructions / iteration | spread |\n|---|---:|---:|---:|\n",
             v.name,
             spreads.len()
         ));

@@ -15,10 +15,15 @@
 //! Valgrind runs the program about 50× slower, so `n` is sized from the measured time per
 //! iteration to a few milliseconds of native work, and every run has a deadline.
 //!
-//! A count depends only on the executable's bytes, the benchmark and valgrind (the full-suite
-//! A/A of 2026-12-01 counted both sides' identical builds the same to the last digit on all 46
-//! single-threaded rows), so [`CountCache`] keeps them in the harness cache: a base commit that
-//! many pull requests share is counted once.
+//! A count depends only on the executable's bytes, the benchmark and valgrind, so
+//! [`CountCache`] keeps them in the harness cache: a base commit that many pull requests share is
+//! counted once. That holds while the benchmark's process runs nothing beside it: a one-thread
+//! `CpuBackend` used to start an idle rayon worker whose start-up allocations interleaved with
+//! the benchmark thread's by timing, leaving the heap in one of several states, so glibc's
+//! malloc took other paths in the loop (`malloc_consolidate` on every iteration in one state)
+//! and `reduce_mean/f32/small` counted 19 603 or 20 277 per iteration in two processes (the A/A
+//! of 2026-12-03). Without the worker, repeated counts agree to the instruction
+//! (harness/eval/noise/README.md).
 
 use std::collections::HashMap;
 use std::io::Write;
