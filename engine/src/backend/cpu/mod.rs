@@ -209,7 +209,11 @@ impl CpuBackend {
     ) {
         let row = row.max(1);
         let rows = out.len() / row;
-        let Some(pool) = self.pool.as_ref().filter(|_| out.len() >= PAR_MIN && rows >= 2) else {
+        let Some(pool) = self
+            .pool
+            .as_ref()
+            .filter(|_| out.len() >= PAR_MIN && rows >= 2)
+        else {
             f(0, out);
             return;
         };
