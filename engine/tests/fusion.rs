@@ -401,7 +401,8 @@ fn repeat_heads(g: &mut Graph, p: &str, kv: &str, axis: &str, expand: &str, out:
 /// the next residual and as a graph output); grouped-query attention's Unsqueeze/Expand/Reshape
 /// of K (read through a Transpose) and of V join the MatMul that reads them. Near misses: a sum
 /// also read *before* the norm ends keeps its Add (the norm alone fuses); heads repeated as
-/// blocks (Unsqueeze at axis 1: `Tile`'s order, not GQA's) match but must run their nodes.
+/// blocks (Unsqueeze at axis 1: `Tile`'s order, not GQA's) match but must run their nodes; a
+/// sum that only the norm reads keeps its Add (an output nobody reads would never be freed).
 #[test]
 fn residual_norms_and_grouped_query_matmuls_fuse() {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
@@ -428,6 +429,9 @@ fn residual_norms_and_grouped_query_matmuls_fuse() {
         g.node("res3", "Add", "", &["b", "a"], &["sum2"], vec![])
             .node("peek", "Neg", "", &["sum2"], &["peek"], vec![]);
         rms_nodes(&mut g, "n2", "sum2", "y2");
+        // A sum only the norm reads: the step would output a value nobody frees; the Add stays.
+        g.node("res4", "Add", "", &["a", "a"], &["sum3"], vec![]);
+        rms_nodes(&mut g, "n3", "sum3", "y3");
         // GQA: q · repeat(k)ᵀ and p · repeat(v).
         repeat_heads(&mut g, "krep", "k", "ax2", "rep", "kr");
         g.node(
@@ -444,16 +448,18 @@ fn residual_norms_and_grouped_query_matmuls_fuse() {
         // Heads repeated as blocks.
         repeat_heads(&mut g, "vtile", "v", "ax1", "blocks", "vt");
         g.node("tiled", "MatMul", "", &["p", "vt"], &["tiled"], vec![]);
-        for o in ["y", "sum", "res", "y2", "peek", "scores", "ctx", "tiled"] {
+        for o in [
+            "y", "sum", "res", "y2", "peek", "scores", "ctx", "tiled", "y3",
+        ] {
             g.output(o);
         }
         let (on, off) = both(&g);
         let what = format!("{dtype}");
-        // Add + norm: 7 nodes → 1; the second norm alone: 6 → 1; the Transpose into its
-        // MatMul (both plans) and 3 + 3 + 3 repeat nodes into their MatMuls.
+        // Add + norm: 7 nodes → 1; the second and third norms alone: 6 → 1 each; the Transpose
+        // into its MatMul (both plans) and 3 + 3 + 3 repeat nodes into their MatMuls.
         assert_eq!(
             off.steps - on.steps,
-            6 + 5 + 3 + 3 + 3,
+            6 + 5 + 5 + 3 + 3 + 3,
             "{what}: steps {} → {}",
             off.steps,
             on.steps
@@ -495,8 +501,15 @@ fn residual_norms_and_grouped_query_matmuls_fuse() {
             tol(cuda_tol),
         );
         same(&on, &off, 7, &format!("{what} p · tile(v)"), tol(cuda_tol));
-        // Add + norm, norm, two GQA MatMuls; the tiled one runs its nodes.
-        let want = if on_cuda() { 4 } else { 0 };
+        same(
+            &on,
+            &off,
+            8,
+            &format!("{what} rms of an unread sum"),
+            tol(cuda_tol),
+        );
+        // Add + norm, two norms, two GQA MatMuls; the tiled one runs its nodes.
+        let want = if on_cuda() { 5 } else { 0 };
         assert_eq!(on.fused_kernels, want, "{what}: fused kernels");
     }
 }

@@ -391,12 +391,23 @@ impl View<'_> {
     }
 
     /// An RMS norm whose input `x` is `Add(a, b)`: the Add joins the match and the step outputs
-    /// `x` after the norm. `None` when `x` has another producer (the plain norm is kept).
+    /// `x` after the norm. `None` when `x` has another producer, or nothing but the norm reads it
+    /// and it is no graph output (an output nobody reads would never be freed): the plain norm
+    /// is kept.
     fn add_rms_norm(&self, norm: &Match) -> Option<Match> {
         let Pattern::RmsNorm { axis, eps } = norm.pattern else {
             return None;
         };
         let x = *norm.first.first()?;
+        let inside = norm
+            .nodes
+            .iter()
+            .flat_map(|&k| self.steps[k].inputs.iter())
+            .filter(|&&i| i == Some(x))
+            .count();
+        if self.readers[x] == inside && !self.is_output[x] {
+            return None;
+        }
         let ka = self.made_by(x, 0, |op| matches!(op, Op::Binary(BinaryOp::Add)))?;
         let [a, b] = self.ins(ka, 2)?[..] else {
             return None;
@@ -425,6 +436,9 @@ impl View<'_> {
         let [a, rep] = self.ins(root, 2)?[..] else {
             return None;
         };
+        if a == rep {
+            return None;
+        }
         let kr = self.made_by(rep, 0, |op| matches!(op, Op::Reshape { .. }))?;
         let Op::Reshape { allowzero } = self.steps[kr].op else {
             return None;

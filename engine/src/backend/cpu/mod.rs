@@ -1,5 +1,6 @@
-//! The CPU backend: host tensors, a rayon thread pool (and a spinning team for the decode
-//! step's matrix-vector products), gemm for MatMul.
+//! The CPU backend: host tensors, a rayon thread pool with more than one thread (and a spinning
+//! team for the decode step's matrix-vector products), gemm for MatMul; with one thread every
+//! kernel runs on the calling thread and no other thread is started.
 //!
 //! Kernels live in one file per op family, the families of `crate::ops` and the oracle
 //! (`elementwise`, `reduce`, `layout`, `linalg`, `norm`; `broadcast` is the broadcasting walker
@@ -92,7 +93,8 @@ fn team_spin() -> usize {
     })
 }
 
-/// The CPU device: kernels run on a private rayon pool of `threads` workers.
+/// The CPU device: kernels run on a private rayon pool of `threads` workers, or on the calling
+/// thread when `threads` is 1.
 pub struct CpuBackend {
     /// `None` with one thread: nothing runs on it then ([`CpuBackend::in_pool`]), and a worker
     /// thread that starts beside the caller makes the caller's heap differ from run to run (the

@@ -402,7 +402,8 @@ impl CudaBackend {
     /// [`CudaBackend::copy_into`] for many pairs `(dst, src)` of one shape each, in one kernel
     /// launch per [`COPY_MANY`] pairs (a decode step's slide of every layer's K and V: 60
     /// launches were 60 graph nodes). Pairs of other shapes or types than the first pair's are
-    /// copied one by one.
+    /// copied one by one, after the others. The pairs run concurrently: no destination may
+    /// overlap another pair's source or destination (the slide's are separate buffers).
     pub fn copy_into_many(
         &self,
         pairs: &[(&CudaTensor, &CudaTensor)],
@@ -418,9 +419,6 @@ impl CudaBackend {
             d.shape == d0.shape && s.shape == s0.shape && d.dtype == s0.dtype && s.dtype == s0.dtype
         };
         let (same, other): (Vec<_>, Vec<_>) = pairs.iter().partition(alike);
-        for (d, s) in other {
-            self.copy_into(d, at, s, from, len, axis)?;
-        }
         let r = s0.shape.len();
         let fits = d0.shape.len() == r
             && axis < r
@@ -440,12 +438,9 @@ impl CudaBackend {
         let mut st = Strided::new(&shape, &sst, &dst_st)?;
         st.src_off = from as i64 * sst[axis];
         st.dst_off = at as i64 * dst_st[axis];
-        if st.n == 0 {
-            return Ok(());
-        }
         let name = format!("copy_strided_many_{}", s0.dtype.size());
         let f = self.dev.function("ops", &name)?;
-        for chunk in same.chunks(COPY_MANY) {
+        for chunk in same.chunks(COPY_MANY).filter(|_| st.n > 0) {
             let mut p = PtrPairs::default();
             for (i, (d, s)) in chunk.iter().enumerate() {
                 p.src[i] = s.buf.ptr;
@@ -464,6 +459,9 @@ impl CudaBackend {
                     .launch(cfg)
                     .map_err(cu_err(&name))?;
             }
+        }
+        for (d, s) in other {
+            self.copy_into(d, at, s, from, len, axis)?;
         }
         Ok(())
     }
@@ -798,7 +796,8 @@ struct ConcatArgs {
 // SAFETY: `ConcatArgs` is `repr(C)` plain data with the layout of the C struct it is passed as.
 unsafe impl DeviceRepr for ConcatArgs {}
 
-/// Pairs per launch of [`CudaBackend::copy_into_many`] (its parameters: 1 KiB of addresses).
+/// Pairs per launch of [`CudaBackend::copy_into_many`] (its parameters: 1 KiB of addresses);
+/// `struct PtrPairs` in kernels/ops.cu has the same 64.
 const COPY_MANY: usize = 64;
 
 /// Mirrors `struct PtrPairs` in kernels/ops.cu.

@@ -37,7 +37,8 @@ __device__ void copy_strided(const E* __restrict__ src, E* __restrict__ dst, Str
     }
 }
 
-// copy_strided for pair blockIdx.y of up to 64 (src, dst) pairs that share one walk.
+// copy_strided for pair blockIdx.y of up to 64 (src, dst) pairs that share one walk (64 =
+// COPY_MANY in backend.rs, which fills this struct).
 struct PtrPairs { unsigned long long src[64]; unsigned long long dst[64]; };
 template <typename E>
 __device__ void copy_strided_many(PtrPairs p, Strided s) {
