@@ -376,6 +376,19 @@ impl CudaBackend {
         len: usize,
         axis: usize,
     ) -> Result<()> {
+        let s = Self::copy_walk(dst, at, src, from, len, axis)?;
+        self.copy(src, dst, s)
+    }
+
+    /// The walk of [`CudaBackend::copy_into`], or why these operands cannot take it.
+    fn copy_walk(
+        dst: &CudaTensor,
+        at: usize,
+        src: &CudaTensor,
+        from: usize,
+        len: usize,
+        axis: usize,
+    ) -> Result<Strided> {
         let r = src.shape.len();
         let fits = dst.shape.len() == r
             && axis < r
@@ -396,7 +409,7 @@ impl CudaBackend {
         let mut s = Strided::new(&shape, &sst, &dst_st)?;
         s.src_off = from as i64 * sst[axis];
         s.dst_off = at as i64 * dst_st[axis];
-        self.copy(src, dst, s)
+        Ok(s)
     }
 
     /// [`CudaBackend::copy_into`] for many pairs `(dst, src)` of one shape each, in one kernel
@@ -419,25 +432,11 @@ impl CudaBackend {
             d.shape == d0.shape && s.shape == s0.shape && d.dtype == s0.dtype && s.dtype == s0.dtype
         };
         let (same, other): (Vec<_>, Vec<_>) = pairs.iter().partition(alike);
-        let r = s0.shape.len();
-        let fits = d0.shape.len() == r
-            && axis < r
-            && same.iter().all(|(d, _)| d.host.is_none())
-            && from + len <= s0.shape[axis]
-            && at + len <= d0.shape[axis]
-            && (0..r).all(|d| d == axis || d0.shape[d] == s0.shape[d]);
-        if !fits {
-            return Err(Error::msg(format!(
-                "cuda: cannot copy {len} positions of {:?} from {from} into {:?} at {at} along axis {axis}",
-                s0.shape, d0.shape
-            )));
+        // The first pair's walk is every pair's in `same`; each destination is checked alike.
+        let st = Self::copy_walk(d0, at, s0, from, len, axis)?;
+        if let Some((d, s)) = same.iter().find(|(d, _)| d.host.is_some()) {
+            return Self::copy_walk(d, at, s, from, len, axis).map(|_| ());
         }
-        let mut shape = s0.shape.clone();
-        shape[axis] = len;
-        let (sst, dst_st) = (contiguous(&s0.shape), contiguous(&d0.shape));
-        let mut st = Strided::new(&shape, &sst, &dst_st)?;
-        st.src_off = from as i64 * sst[axis];
-        st.dst_off = at as i64 * dst_st[axis];
         let name = format!("copy_strided_many_{}", s0.dtype.size());
         let f = self.dev.function("ops", &name)?;
         for chunk in same.chunks(COPY_MANY).filter(|_| st.n > 0) {
