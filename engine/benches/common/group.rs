@@ -68,6 +68,26 @@ impl Group<'_> {
         self.throughput = Some(t);
     }
 
+    /// Whether this process can reach a benchmark of this group whose function name satisfies
+    /// `function`: always under criterion; when serving, only if the served id is
+    /// `<group>/<function>/…` with such a function. A bench skips building what only unreachable
+    /// benchmarks use, above all a multi-threaded backend: its pool's threads, started beside the
+    /// served benchmark, allocate by timing and leave the main thread's heap in one of several
+    /// states, so glibc's malloc takes other paths in the loop and a one-thread benchmark's
+    /// instruction count differs from process to process (`matvec/f32/576x1536` by 0.13 % in
+    /// two processes of one A/A when the two-thread matmul backend was built before it;
+    /// harness/eval/noise/README.md).
+    pub fn reaches(&self, function: impl Fn(&str) -> bool) -> bool {
+        match &self.mode {
+            Mode::Criterion(_) => true,
+            Mode::Serve(id) => id
+                .strip_prefix(self.name.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .and_then(|rest| rest.split('/').next())
+                .is_some_and(function),
+        }
+    }
+
     /// What `ready` says after the id: the throughput per iteration, when it is one the harness
     /// reports.
     fn announce(&self) -> String {

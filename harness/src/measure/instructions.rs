@@ -77,8 +77,8 @@ impl CountCache {
         }
     }
 
-    /// The cache file of (`exe`, `id`), or `None` when the executable cannot be read.
-    fn file(&mut self, exe: &Path, id: &str) -> Option<PathBuf> {
+    /// The cache file of (`exe`, `id`, `n`), or `None` when the executable cannot be read.
+    fn file(&mut self, exe: &Path, id: &str, n: u64) -> Option<PathBuf> {
         use sha2::{Digest, Sha256};
         let exe_sha = self
             .exe_sha
@@ -90,7 +90,13 @@ impl CountCache {
             })
             .clone()?;
         let mut h = Sha256::new();
-        for part in [self.valgrind_version.as_str(), exe_sha.as_str(), id] {
+        let n = n.to_string();
+        for part in [
+            self.valgrind_version.as_str(),
+            exe_sha.as_str(),
+            id,
+            n.as_str(),
+        ] {
             h.update(part.as_bytes());
             h.update([0u8]);
         }
@@ -106,7 +112,7 @@ impl CountCache {
         n: u64,
         work: &Path,
     ) -> Result<f64, String> {
-        let file = self.file(exe, id);
+        let file = self.file(exe, id, n);
         if let Some(x) = file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
@@ -125,10 +131,20 @@ impl CountCache {
     }
 }
 
-/// Iterations per counted sample for a benchmark taking `ns_per_iter` natively.
+/// Iterations per counted sample for a benchmark taking `ns_per_iter` natively: the power of
+/// two nearest to [`TARGET_NS`] of native work.
+///
+/// A power of two, not the exact quotient: a count per iteration depends a little on `n`, the
+/// iterations it spans (a heap event such as glibc's `malloc_consolidate`, a few thousand
+/// instructions, falls inside the `n` counted iterations or not; `matvec/f32/576x1536` counted
+/// 232 829 per iteration at n = 20 and 233 074 at n = 360, 0.1 % apart), so both sides of a
+/// comparison are counted at one `n` and the cache keys counts by it. Rounded to a power of
+/// two, the `n` of a benchmark stays the same from run to run while its time moves by less
+/// than ±41 %, so a base counted once keeps being found.
 pub fn iterations_for(ns_per_iter: f64) -> u64 {
     if ns_per_iter.is_finite() && ns_per_iter > 0.0 {
-        ((TARGET_NS / ns_per_iter).round() as u64).clamp(1, 1_000_000)
+        let exact = (TARGET_NS / ns_per_iter).clamp(1.0, 1_048_576.0);
+        1u64 << (exact.log2().round() as u32)
     } else {
         1
     }
@@ -254,16 +270,17 @@ mod tests {
             valgrind_version: "valgrind-3.19.0".into(),
             exe_sha: HashMap::new(),
         };
-        let fa = c.file(&a, "g/f/p").unwrap();
-        assert_eq!(c.file(&b, "g/f/p").unwrap(), fa, "same bytes, same key");
-        assert_ne!(c.file(&a, "g/f/q").unwrap(), fa, "another benchmark");
+        let fa = c.file(&a, "g/f/p", 10).unwrap();
+        assert_eq!(c.file(&b, "g/f/p", 10).unwrap(), fa, "same bytes, same key");
+        assert_ne!(c.file(&a, "g/f/q", 10).unwrap(), fa, "another benchmark");
+        assert_ne!(c.file(&a, "g/f/p", 20).unwrap(), fa, "other iterations");
         let other = dir.path().join("c");
         std::fs::write(&other, b"another program").unwrap();
-        assert_ne!(c.file(&other, "g/f/p").unwrap(), fa, "other bytes");
+        assert_ne!(c.file(&other, "g/f/p", 10).unwrap(), fa, "other bytes");
         c.valgrind_version = "valgrind-3.22.0".into();
         c.exe_sha.clear();
-        assert_ne!(c.file(&a, "g/f/p").unwrap(), fa, "another valgrind");
-        assert!(c.file(&dir.path().join("missing"), "g/f/p").is_none());
+        assert_ne!(c.file(&a, "g/f/p", 10).unwrap(), fa, "another valgrind");
+        assert!(c.file(&dir.path().join("missing"), "g/f/p", 10).is_none());
         // A cached count is used without running valgrind (there is none at this path).
         c.valgrind_version = "valgrind-3.19.0".into();
         c.exe_sha.clear();
@@ -273,13 +290,22 @@ mod tests {
         assert_eq!(got, Ok(1234.5));
         let miss = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/q", 10, dir.path());
         assert!(miss.is_err(), "{miss:?}");
+        let other_n = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 20, dir.path());
+        assert!(
+            other_n.is_err(),
+            "a count at another n is not reused: {other_n:?}"
+        );
     }
 
     #[test]
     fn a_counted_sample_is_a_few_ms_of_native_work() {
-        assert_eq!(iterations_for(1000.0), 4000);
+        // 4000 iterations of 1 µs: the nearest power of two is 4096.
+        assert_eq!(iterations_for(1000.0), 4096);
+        // 202 and 190 µs (one benchmark's medians in two runs): one n, 16 (19.8 and 21.1).
+        assert_eq!(iterations_for(202e3), 16);
+        assert_eq!(iterations_for(190e3), 16);
         assert_eq!(iterations_for(1e9), 1);
-        assert_eq!(iterations_for(0.01), 1_000_000);
+        assert_eq!(iterations_for(0.01), 1 << 20);
         assert_eq!(iterations_for(f64::NAN), 1);
     }
 }
