@@ -234,6 +234,7 @@ mod tests {
             reproduce: vec![],
             e2e: None,
             gate_changes: vec![],
+            lost_time: vec![],
         }
     }
 

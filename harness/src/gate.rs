@@ -838,6 +838,7 @@ mod tests {
             reproduce: vec![],
             e2e: None,
             gate_changes: vec![],
+            lost_time: vec![],
         }
     }
 

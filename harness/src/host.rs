@@ -163,3 +163,174 @@ mod tests {
         assert_eq!(h.fingerprint, fingerprint(&h));
     }
 }
+
+/// What [`lost_time`] saw: how much of a spinning thread's time the host took away.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LostTime {
+    /// When it was taken ("before the rounds", "after the rounds").
+    pub when: String,
+    /// The CPU the probe ran on, where it was pinned.
+    pub cpu: Option<usize>,
+    pub seconds: f64,
+    /// Share of the probe's wall time spent in gaps of at least [`GAP_NS`] between two clock
+    /// reads of a thread that does nothing else.
+    pub lost: f64,
+    pub gaps: u64,
+    pub longest_ms: f64,
+    /// The steal time the kernel reported for that CPU over the same seconds (`/proc/stat`),
+    /// as a share; `None` where it cannot be read or the probe was not pinned.
+    pub steal: Option<f64>,
+}
+
+/// A gap between two clock reads at least this long counts as time taken from the thread. A
+/// read costs tens of ns; a timer interrupt a few µs. 50 µs is past both, and short enough to
+/// catch a hypervisor's descheduling of the vCPU.
+pub const GAP_NS: u64 = 50_000;
+
+/// Spins for `seconds` on `cpu` (pinned, where given and possible), reading the monotonic clock,
+/// and adds up the gaps of at least [`GAP_NS`]: the time the host took from a thread that wanted
+/// the CPU all along (other processes, interrupts, or a hypervisor running other guests on the
+/// vCPU's core). A benchmark on that CPU loses the same share, in bursts, which shows in its
+/// rounds as samples far above their round's median (the noise report's `tail`). The kernel's
+/// steal counter covers only part of it (on this project's Firecracker VMs a probe lost 2-10 %
+/// while steal read 0-1 %; harness/eval/noise/README.md), so the probe measures it directly.
+pub fn lost_time(when: &str, cpu: Option<usize>, seconds: f64) -> LostTime {
+    let steal_before = cpu.and_then(cpu_steal);
+    let (lost_ns, gaps, longest_ns, wall_ns) = std::thread::scope(|s| {
+        s.spawn(|| {
+            #[cfg(target_os = "linux")]
+            if let Some(c) = cpu {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(c);
+                // Best effort: unpinned, the probe still measures what the scheduler gives it.
+                let _ = rustix::thread::sched_setaffinity(None, &set);
+            }
+            let start = std::time::Instant::now();
+            let end = std::time::Duration::from_secs_f64(seconds.max(0.0));
+            let (mut lost, mut gaps, mut longest) = (0u64, 0u64, 0u64);
+            let mut prev = start.elapsed();
+            loop {
+                let now = start.elapsed();
+                let gap = (now - prev).as_nanos() as u64;
+                if gap >= GAP_NS {
+                    lost += gap;
+                    gaps += 1;
+                    longest = longest.max(gap);
+                }
+                prev = now;
+                if now >= end {
+                    break (lost, gaps, longest, now.as_nanos() as u64);
+                }
+            }
+        })
+        .join()
+        .unwrap_or((0, 0, 0, 0))
+    });
+    let steal = match (steal_before, cpu.and_then(cpu_steal)) {
+        (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => Some((s1 - s0) as f64 / (t1 - t0) as f64),
+        _ => None,
+    };
+    LostTime {
+        when: when.to_string(),
+        cpu,
+        seconds: wall_ns as f64 / 1e9,
+        lost: if wall_ns > 0 {
+            lost_ns as f64 / wall_ns as f64
+        } else {
+            0.0
+        },
+        gaps,
+        longest_ms: longest_ns as f64 / 1e6,
+        steal,
+    }
+}
+
+/// (steal, total) jiffies of `cpu` from `/proc/stat`.
+fn cpu_steal(cpu: usize) -> Option<(u64, u64)> {
+    parse_cpu_steal(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
+}
+
+fn parse_cpu_steal(stat: &str, cpu: usize) -> Option<(u64, u64)> {
+    let name = format!("cpu{cpu}");
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    (v.len() == 8).then(|| (v[7], v.iter().sum()))
+}
+
+/// One line for a report: "8.1 % of a spinning thread's time on CPU 1 in 412 gaps ≥ 50 µs
+/// (longest 1.5 ms; steal 0.3 %)".
+pub fn describe_lost(l: &LostTime) -> String {
+    let on = l.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
+    let steal = l
+        .steal
+        .map(|s| format!("; the kernel's steal counter {:.1} %", s * 100.0))
+        .unwrap_or_default();
+    format!(
+        "{}: {:.1} % of a spinning thread's {:.0} s{on} lost in {} gaps ≥ {} µs (longest {:.2} ms{steal})",
+        l.when,
+        l.lost * 100.0,
+        l.seconds,
+        l.gaps,
+        GAP_NS / 1000,
+        l.longest_ms
+    )
+}
+
+#[cfg(test)]
+mod lost_time_tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_read_from_the_cpus_own_line() {
+        let stat = "cpu  10 0 10 100 0 0 0 9 0 0\n\
+                    cpu0 5 0 5 50 0 0 0 2 0 0\n\
+                    cpu1 5 0 5 50 0 0 0 7 0 0\n\
+                    cpu10 1 1 1 1 1 1 1 1 0 0\n";
+        assert_eq!(parse_cpu_steal(stat, 1), Some((7, 67)));
+        assert_eq!(parse_cpu_steal(stat, 0), Some((2, 62)));
+        assert_eq!(parse_cpu_steal(stat, 10), Some((1, 8)));
+        assert_eq!(parse_cpu_steal(stat, 2), None);
+        assert_eq!(parse_cpu_steal("cpu1 5 0 5\n", 1), None, "a short line");
+    }
+
+    #[test]
+    fn a_probe_sharing_its_cpu_with_a_spinner_loses_time() {
+        // Pinned with a busy thread on the same CPU, the scheduler takes the probe off it for
+        // slices of milliseconds: about half of its time is lost, in gaps.
+        #[cfg(target_os = "linux")]
+        {
+            let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+            let cpu = (0..rustix::thread::CpuSet::MAX_CPU)
+                .find(|&c| allowed.is_set(c))
+                .unwrap();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let l = std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut set = rustix::thread::CpuSet::new();
+                    set.set(cpu);
+                    rustix::thread::sched_setaffinity(None, &set).unwrap();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                });
+                let l = lost_time("test", Some(cpu), 0.5);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                l
+            });
+            assert!(l.seconds >= 0.5, "{l:?}");
+            assert!(
+                l.lost > 0.2 && l.gaps > 0 && l.longest_ms > 0.05,
+                "sharing its CPU with a spinner, the probe must lose time: {l:?}"
+            );
+            assert!(describe_lost(&l).contains(&format!("on CPU {cpu}")));
+        }
+    }
+}

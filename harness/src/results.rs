@@ -208,6 +208,11 @@ pub struct Results {
     /// did not judge this PR. Absent from older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gate_changes: Vec<String>,
+    /// How much time the host took from a spinning thread on the benchmarks' CPU just before
+    /// and after the benchmark rounds (`host::lost_time`): the cause of many ❔ rows on a busy
+    /// host. Absent from older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_time: Vec<crate::host::LostTime>,
 }
 
 /// One end-to-end correctness status, worst first.

@@ -89,6 +89,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
         reproduce: vec!["harness compare".into()],
         e2e: None,
         gate_changes: vec![],
+        lost_time: vec![],
     }
 }
 

@@ -251,6 +251,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
     let mut sampling = None;
+    let mut lost_time = Vec::new();
     if !targets.is_empty() {
         let base_exes = build_side(
             Side::Base,
@@ -280,6 +281,16 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 check_resolutions(policy, &opts.suite, &ids, &e2e_ids)?;
                 (bench_policy, e2e_policy) = split_alpha(policy, ids.len(), e2e_ids.len());
             }
+            // The time the host takes from the benchmarks' CPU, just before and after the
+            // rounds: with many ❔ rows, the first thing to look at (a 2-vCPU VM here lost 2-10 %
+            // of a spinning thread's time with its steal counter near 0).
+            let probe_cpu = Affinity::from_config(&opts.config.affinity).cpu_for_threads(1);
+            progress.stage("probing the time the host takes (2 s)");
+            lost_time.push(host::lost_time(
+                "before the benchmark rounds",
+                probe_cpu,
+                super::noise::LOST_TIME_PROBE_S,
+            ));
             let (r, b) = measure_benches(
                 opts,
                 &plan,
@@ -300,6 +311,11 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 criterion.paired,
                 &r.unpaired,
                 &Affinity::from_config(&opts.config.affinity).describe(),
+            ));
+            lost_time.push(host::lost_time(
+                "after the benchmark rounds",
+                probe_cpu,
+                super::noise::LOST_TIME_PROBE_S,
             ));
             failures.extend(r.failures);
             round_infos = r.rounds;
@@ -418,6 +434,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         reproduce,
         e2e: e2e_results,
         gate_changes,
+        lost_time,
     })
 }
 

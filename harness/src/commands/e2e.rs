@@ -345,5 +345,6 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
         reproduce,
         e2e: Some(e2e),
         gate_changes: vec![],
+        lost_time: vec![],
     })
 }

@@ -166,6 +166,7 @@ mod tests {
             reproduce: vec![format!("harness compare --shard {}/{}", shard.0, shard.1)],
             e2e: None,
             gate_changes: vec![],
+            lost_time: vec![],
         }
     }
 

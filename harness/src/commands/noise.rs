@@ -29,6 +29,8 @@ use crate::stats::{BIMODAL_BC, NoiseRound, NoiseRow, TAIL_FACTOR, diagnose};
 use crate::vocab::Side;
 
 pub const SCHEMA: &str = "harness-noise/1";
+/// Seconds of each host probe (`host::lost_time`) before and after the rounds.
+pub const LOST_TIME_PROBE_S: f64 = 2.0;
 
 /// Output format of `harness noise`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -106,6 +108,10 @@ pub struct NoiseRun {
     pub source: String,
     pub suite: String,
     pub host: HostInfo,
+    /// How much time the host took from a spinning thread on the benchmarks' CPU, before and
+    /// after the rounds (`host::lost_time`). Empty for a saved run that has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_time: Vec<host::LostTime>,
     pub target: f64,
     pub variants: Vec<Variant>,
 }
@@ -276,6 +282,7 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
         ),
         suite: r.suite.clone(),
         host: r.host.clone(),
+        lost_time: r.lost_time.clone(),
         target,
         variants: vec![variant(
             "saved",
@@ -435,6 +442,13 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         })
         .collect();
     let n = setups.len();
+    let probe_cpu = Affinity::from_config(&config.affinity).cpu_for_threads(1);
+    progress.stage("probing the time the host takes (2 s)");
+    let mut lost_time = vec![host::lost_time(
+        "before the rounds",
+        probe_cpu,
+        LOST_TIME_PROBE_S,
+    )];
     for round in 0..rounds {
         // The variants in turn, ABBA over rounds, so a drift of the machine hits both alike.
         let order: Vec<usize> = if round % 2 == 0 {
@@ -474,6 +488,12 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         }
     }
     let _ = std::fs::remove_dir_all(&work_dir);
+    progress.stage("probing the time the host takes (2 s)");
+    lost_time.push(host::lost_time(
+        "after the rounds",
+        probe_cpu,
+        LOST_TIME_PROBE_S,
+    ));
     let mut variants: Vec<Variant> = setups
         .iter()
         .zip(collected)
@@ -525,6 +545,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         source: format!("{} {}", short(&rev.sha), rev.subject),
         suite: r.suite.clone(),
         host: host::collect(),
+        lost_time,
         target: args.target,
         variants,
     })
@@ -555,6 +576,15 @@ pub fn markdown(run: &NoiseRun) -> String {
         run.host.cores,
         run.target * 100.0
     );
+    for l in &run.lost_time {
+        s.push_str(&format!(
+            "- Time the host took, {}.\n",
+            host::describe_lost(l)
+        ));
+    }
+    if !run.lost_time.is_empty() {
+        s.push('\n');
+    }
     for v in &run.variants {
         let quiet = v
             .rows

@@ -140,6 +140,7 @@ fn results(
         ],
         e2e: None,
         gate_changes: vec![],
+        lost_time: vec![],
     }
 }
 
@@ -408,6 +409,15 @@ pub fn with_e2e() -> Results {
     };
     use crate::vocab::{Device, Dtype};
     let mut r = clean_pass(2);
+    r.lost_time = vec![crate::host::LostTime {
+        when: "before the benchmark rounds".into(),
+        cpu: Some(1),
+        seconds: 2.0,
+        lost: 0.081,
+        gaps: 412,
+        longest_ms: 1.49,
+        steal: Some(0.003),
+    }];
     let diverged = {
         let mut c = e2e_ok();
         c.status = E2eStatus::Diverged;

@@ -398,6 +398,14 @@ fn host(results: &Results) -> String {
     let _ = writeln!(body, "- **Memory:** {:.1} GiB", h.mem_gib);
     let _ = writeln!(body, "- **Toolchain:** {}", md::text(&h.rustc));
     let _ = writeln!(body, "- **Host fingerprint:** {}", md::code(&h.fingerprint));
+    for l in &results.lost_time {
+        // Escaped: a results file can come from a pull request's artifacts.
+        let _ = writeln!(
+            body,
+            "- **Time the host took:** {}",
+            md::text(&crate::host::describe_lost(l))
+        );
+    }
     if !results.rounds.is_empty() {
         body.push_str(
             "\nLoad averages at the start of each round (⚠️: 1-minute load at or above the \
