@@ -21,8 +21,18 @@ fn decode(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     write_package(dir.path(), 0, &TinyConfig::default()).expect("tiny package");
     let package = Package::open(dir.path()).expect("open tiny package");
-    let codec = TextCodec::open(dir.path()).expect("tiny tokenizer");
-    let prompt = codec.encode("The capital of France is").expect("encode");
+    // The prompt is encoded on a thread of its own, so the tokenizer's allocations land in
+    // another of glibc's malloc arenas: its hash maps are seeded per process, the order of its
+    // allocations with them, and on the main thread that left the heap in one of two states
+    // for the timed loop (the instruction count per iteration moved by 0.08 % between
+    // processes; harness/eval/noise/README.md).
+    let path = dir.path().to_path_buf();
+    let prompt = std::thread::spawn(move || {
+        let codec = TextCodec::open(&path).expect("tiny tokenizer");
+        codec.encode("The capital of France is").expect("encode")
+    })
+    .join()
+    .expect("encode the prompt");
     let session = Session::new(&package, CpuBackend::new(1).expect("cpu")).expect("session");
     let opts = GenerateOptions {
         max_new_tokens: NEW_TOKENS,

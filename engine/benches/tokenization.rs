@@ -46,7 +46,14 @@ fn tokenizer() -> (TextCodec, &'static str, Option<tempfile::TempDir>) {
 }
 
 fn tokenization(c: &mut Criterion) {
-    let (codec, name, _keep) = tokenizer();
+    // Loaded on a thread of its own, so the loading's allocations land in another of glibc's
+    // malloc arenas: the tokenizer's hash maps are seeded per process, and the order of its
+    // allocations with them, which left the main thread's heap in a different state in each
+    // process and moved the timed loop's instruction count by up to 0.6 % (as in
+    // benches/decode.rs; harness/eval/noise/README.md).
+    let (codec, name, _keep) = std::thread::spawn(tokenizer)
+        .join()
+        .expect("load the tokenizer");
     let ids = codec.encode(TEXT).expect("encode");
     let mut g = common::group(c, "tokenization");
     g.throughput(Throughput::Bytes(TEXT.len() as u64));

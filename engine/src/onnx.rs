@@ -2,7 +2,7 @@
 //! data) into host tensors, and checks the graph's wiring. Also the inverse for writers
 //! (`tensor_to_proto`), used by `engine tiny`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
@@ -57,7 +57,12 @@ pub struct Model {
     pub inputs: Vec<Port>,
     pub outputs: Vec<Port>,
     pub nodes: Vec<Node>,
-    pub initializers: HashMap<String, Tensor>,
+    /// By name, in name order: what iterates over them (the executor uploads and packs every
+    /// constant at load) does so in the same order in every process, so a loaded model leaves
+    /// the same heap behind. (A `HashMap`'s order follows the process's random hash keys; a heap
+    /// left in another state sends glibc's malloc down other paths later, which is what moved
+    /// one-thread benchmarks' instruction counts between processes: harness/eval/noise/README.md.)
+    pub initializers: BTreeMap<String, Tensor>,
     /// External data files the initializers reference (relative to the model), sorted, unique.
     pub external_files: Vec<String>,
 }
@@ -86,7 +91,7 @@ impl Model {
             .unwrap_or(21);
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut externals = ExternalFiles::new(dir);
-        let mut initializers = HashMap::new();
+        let mut initializers = BTreeMap::new();
         for t in &graph.initializer {
             let name = t.name.clone().unwrap_or_default();
             let tensor =
