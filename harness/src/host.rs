@@ -6,7 +6,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::results::HostInfo;
+use crate::results::{HostInfo, LostTime};
 
 /// Collects host facts (Linux `/proc`; elsewhere "unknown" where a fact is unavailable).
 pub fn collect() -> HostInfo {
@@ -162,24 +162,6 @@ mod tests {
         assert!(!h.cpu.is_empty() && !h.os.is_empty());
         assert_eq!(h.fingerprint, fingerprint(&h));
     }
-}
-
-/// What [`lost_time`] saw: how much of a spinning thread's time the host took away.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LostTime {
-    /// When it was taken ("before the rounds", "after the rounds").
-    pub when: String,
-    /// The CPU the probe ran on, where it was pinned.
-    pub cpu: Option<usize>,
-    pub seconds: f64,
-    /// Share of the probe's wall time spent in gaps of at least [`GAP_NS`] between two clock
-    /// reads of a thread that does nothing else.
-    pub lost: f64,
-    pub gaps: u64,
-    pub longest_ms: f64,
-    /// The steal time the kernel reported for that CPU over the same seconds (`/proc/stat`),
-    /// as a share; `None` where it cannot be read or the probe was not pinned.
-    pub steal: Option<f64>,
 }
 
 /// A gap between two clock reads at least this long counts as time taken from the thread. A

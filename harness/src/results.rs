@@ -111,6 +111,24 @@ pub struct HostInfo {
     pub fingerprint: String,
 }
 
+/// What `host::lost_time` saw: how much of a spinning thread's time the host took away.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LostTime {
+    /// When it was taken ("before the rounds", "after the rounds").
+    pub when: String,
+    /// The CPU the probe ran on, where it was pinned.
+    pub cpu: Option<usize>,
+    pub seconds: f64,
+    /// Share of the probe's wall time spent in gaps of at least `host::GAP_NS` between two clock
+    /// reads of a thread that does nothing else.
+    pub lost: f64,
+    pub gaps: u64,
+    pub longest_ms: f64,
+    /// The steal time the kernel reported for that CPU over the same seconds (`/proc/stat`),
+    /// as a share; `None` where it cannot be read or the probe was not pinned.
+    pub steal: Option<f64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RoundInfo {
     pub index: u32,
@@ -212,7 +230,7 @@ pub struct Results {
     /// and after the benchmark rounds (`host::lost_time`): the cause of many ❔ rows on a busy
     /// host. Absent from older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lost_time: Vec<crate::host::LostTime>,
+    pub lost_time: Vec<LostTime>,
 }
 
 /// One end-to-end correctness status, worst first.

@@ -111,7 +111,7 @@ pub struct NoiseRun {
     /// How much time the host took from a spinning thread on the benchmarks' CPU, before and
     /// after the rounds (`host::lost_time`). Empty for a saved run that has none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lost_time: Vec<host::LostTime>,
+    pub lost_time: Vec<crate::results::LostTime>,
     pub target: f64,
     pub variants: Vec<Variant>,
 }

@@ -409,7 +409,7 @@ pub fn with_e2e() -> Results {
     };
     use crate::vocab::{Device, Dtype};
     let mut r = clean_pass(2);
-    r.lost_time = vec![crate::host::LostTime {
+    r.lost_time = vec![crate::results::LostTime {
         when: "before the benchmark rounds".into(),
         cpu: Some(1),
         seconds: 2.0,
