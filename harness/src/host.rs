@@ -116,53 +116,8 @@ fn cuda_unavailable_given(paths: &[&std::path::Path]) -> Option<String> {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cuda_probe_needs_one_driver_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("version");
-        let b = dir.path().join("nvidiactl");
-        let why = cuda_unavailable_given(&[&a, &b]).unwrap();
-        assert!(
-            why.contains("no NVIDIA driver") && why.contains("nvidiactl"),
-            "{why}"
-        );
-        std::fs::write(&b, "").unwrap();
-        assert_eq!(cuda_unavailable_given(&[&a, &b]), None);
-    }
-
-    #[test]
-    fn fingerprint_ignores_kernel_and_rustc_but_not_cpu_or_cores() {
-        let a = HostInfo {
-            cpu: "Xeon".into(),
-            cores: 2,
-            os: "Debian 12".into(),
-            kernel: "6.1".into(),
-            rustc: "rustc 1.95".into(),
-            mem_gib: 23.4,
-            fingerprint: String::new(),
-        };
-        let mut b = a.clone();
-        b.kernel = "6.2".into();
-        b.rustc = "rustc 1.96".into();
-        assert_eq!(fingerprint(&a), fingerprint(&b));
-        let mut c = a.clone();
-        c.cores = 4;
-        assert_ne!(fingerprint(&a), fingerprint(&c));
-        assert_eq!(fingerprint(&a).len(), 16);
-    }
-
-    #[test]
-    fn collects_something_for_this_host() {
-        let h = collect();
-        assert!(h.cores >= 1);
-        assert!(!h.cpu.is_empty() && !h.os.is_empty());
-        assert_eq!(h.fingerprint, fingerprint(&h));
-    }
-}
+/// Seconds of each probe that `compare` and `noise` take before and after the rounds.
+pub const PROBE_S: f64 = 2.0;
 
 /// A gap between two clock reads at least this long counts as time taken from the thread. A
 /// read costs tens of ns; a timer interrupt a few µs. 50 µs is past both, and short enough to
@@ -247,8 +202,8 @@ fn parse_cpu_steal(stat: &str, cpu: usize) -> Option<(u64, u64)> {
     (v.len() == 8).then(|| (v[7], v.iter().sum()))
 }
 
-/// One line for a report: "8.1 % of a spinning thread's time on CPU 1 in 412 gaps ≥ 50 µs
-/// (longest 1.5 ms; steal 0.3 %)".
+/// One line for a report: "before the rounds: 8.1 % of a spinning thread's 2 s on CPU 1 lost in
+/// 412 gaps ≥ 50 µs (longest 1.49 ms; the kernel's steal counter 0.3 %)".
 pub fn describe_lost(l: &LostTime) -> String {
     let on = l.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
     let steal = l
@@ -264,6 +219,54 @@ pub fn describe_lost(l: &LostTime) -> String {
         GAP_NS / 1000,
         l.longest_ms
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cuda_probe_needs_one_driver_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("version");
+        let b = dir.path().join("nvidiactl");
+        let why = cuda_unavailable_given(&[&a, &b]).unwrap();
+        assert!(
+            why.contains("no NVIDIA driver") && why.contains("nvidiactl"),
+            "{why}"
+        );
+        std::fs::write(&b, "").unwrap();
+        assert_eq!(cuda_unavailable_given(&[&a, &b]), None);
+    }
+
+    #[test]
+    fn fingerprint_ignores_kernel_and_rustc_but_not_cpu_or_cores() {
+        let a = HostInfo {
+            cpu: "Xeon".into(),
+            cores: 2,
+            os: "Debian 12".into(),
+            kernel: "6.1".into(),
+            rustc: "rustc 1.95".into(),
+            mem_gib: 23.4,
+            fingerprint: String::new(),
+        };
+        let mut b = a.clone();
+        b.kernel = "6.2".into();
+        b.rustc = "rustc 1.96".into();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        let mut c = a.clone();
+        c.cores = 4;
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+        assert_eq!(fingerprint(&a).len(), 16);
+    }
+
+    #[test]
+    fn collects_something_for_this_host() {
+        let h = collect();
+        assert!(h.cores >= 1);
+        assert!(!h.cpu.is_empty() && !h.os.is_empty());
+        assert_eq!(h.fingerprint, fingerprint(&h));
+    }
 }
 
 #[cfg(test)]

@@ -284,12 +284,10 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             // The time the host takes from the benchmarks' CPU, just before and after the
             // rounds: with many ❔ rows, the first thing to look at (a 2-vCPU VM here lost 2-10 %
             // of a spinning thread's time with its steal counter near 0).
-            let probe_cpu = Affinity::from_config(&opts.config.affinity).cpu_for_threads(1);
-            progress.stage("probing the time the host takes (2 s)");
-            lost_time.push(host::lost_time(
+            lost_time.push(super::probe_host(
+                &opts.config.affinity,
                 "before the benchmark rounds",
-                probe_cpu,
-                super::noise::LOST_TIME_PROBE_S,
+                progress,
             ));
             let (r, b) = measure_benches(
                 opts,
@@ -312,10 +310,10 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 &r.unpaired,
                 &Affinity::from_config(&opts.config.affinity).describe(),
             ));
-            lost_time.push(host::lost_time(
+            lost_time.push(super::probe_host(
+                &opts.config.affinity,
                 "after the benchmark rounds",
-                probe_cpu,
-                super::noise::LOST_TIME_PROBE_S,
+                progress,
             ));
             failures.extend(r.failures);
             round_infos = r.rounds;

@@ -303,6 +303,22 @@ pub fn read_results_limited(input: &Path, max: u64) -> anyhow::Result<Results> {
     Ok(results)
 }
 
+/// `host::lost_time` on the CPU single-threaded benchmarks are pinned to (unpinned where
+/// `affinity` pins nothing), announced on `progress`: taken before and after the rounds of
+/// `compare` and `noise`.
+fn probe_host(
+    affinity: &config::AffinityConfig,
+    when: &str,
+    progress: &dyn crate::progress::Progress,
+) -> crate::results::LostTime {
+    let cpu = crate::measure::Affinity::from_config(affinity).cpu_for_threads(1);
+    progress.stage(&format!(
+        "probing the time the host takes ({} s)",
+        crate::host::PROBE_S
+    ));
+    crate::host::lost_time(when, cpu, crate::host::PROBE_S)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,8 +29,6 @@ use crate::stats::{BIMODAL_BC, NoiseRound, NoiseRow, TAIL_FACTOR, diagnose};
 use crate::vocab::Side;
 
 pub const SCHEMA: &str = "harness-noise/1";
-/// Seconds of each host probe (`host::lost_time`) before and after the rounds.
-pub const LOST_TIME_PROBE_S: f64 = 2.0;
 
 /// Output format of `harness noise`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -442,12 +440,10 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         })
         .collect();
     let n = setups.len();
-    let probe_cpu = Affinity::from_config(&config.affinity).cpu_for_threads(1);
-    progress.stage("probing the time the host takes (2 s)");
-    let mut lost_time = vec![host::lost_time(
+    let mut lost_time = vec![super::probe_host(
+        &config.affinity,
         "before the rounds",
-        probe_cpu,
-        LOST_TIME_PROBE_S,
+        progress,
     )];
     for round in 0..rounds {
         // The variants in turn, ABBA over rounds, so a drift of the machine hits both alike.
@@ -488,11 +484,10 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         }
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    progress.stage("probing the time the host takes (2 s)");
-    lost_time.push(host::lost_time(
+    lost_time.push(super::probe_host(
+        &config.affinity,
         "after the rounds",
-        probe_cpu,
-        LOST_TIME_PROBE_S,
+        progress,
     ));
     let mut variants: Vec<Variant> = setups
         .iter()
