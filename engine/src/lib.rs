@@ -1,7 +1,7 @@
 //! `engine`: a native ONNX decoder inference engine.
 //!
-//! Layers, bottom up: [`tensor`], [`dtype`], [`error`] and [`cache`] (low level, no engine
-//! imports) → [`backend`] (the primitive trait, the CPU kernels, the CUDA device; it imports only
+//! Layers, bottom up: [`tensor`], [`dtype`], [`error`], [`cache`] and [`clock`] (low level, no
+//! engine imports) → [`backend`] (the primitive trait, the CPU kernels, the CUDA device; it imports only
 //! the low-level modules) → [`ops`] (ONNX op semantics lowered onto backend primitives, one file
 //! per op family, one registry of supported ops) → [`onnx`] (model loading) and [`exec`]
 //! (planning and running a graph) → [`package`] (model directories and I/O resolution) →
@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod bandwidth;
 pub mod cache;
+pub mod clock;
 pub mod convert;
 pub mod decode;
 pub mod dtype;

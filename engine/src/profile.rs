@@ -157,12 +157,20 @@ pub struct Profiler {
     prefills: Vec<f64>,
 }
 
-/// One timed decode: its prefill, the mean of its timed decode steps, its tokens.
+/// One timed decode: its prefill, the mean of its timed decode steps, its tokens; and the same
+/// two times in the decoding thread's CPU time where that is the whole decode's (a one-thread
+/// CPU decode: `DecodeRun::step_cpu_ms`), which does not count time the host stole from the
+/// vCPU (`crate::clock`). The harness times one-thread rows with them when both revisions give
+/// them.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ServedRun {
     pub prefill_ms: f64,
     pub ms_per_step: f64,
     pub generated_ids: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_prefill_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_step: Option<f64>,
 }
 
 impl Profiler {
@@ -253,10 +261,16 @@ impl Profiler {
             },
         });
         self.prefills.push(run.prefill_ms);
+        let cpu_ms_per_step = (run.step_cpu_ms.len() == run.step_ms.len()).then(|| {
+            let timed = &run.step_cpu_ms[self.opts.decode_skip..];
+            timed.iter().sum::<f64>() / timed.len() as f64
+        });
         Ok(ServedRun {
             prefill_ms: run.prefill_ms,
             ms_per_step,
             generated_ids: run.generated_ids,
+            cpu_prefill_ms: run.prefill_cpu_ms,
+            cpu_ms_per_step,
         })
     }
 
@@ -378,7 +392,8 @@ pub const SERVE_PREFIX: &str = "engine-profile-serve";
 /// ```text
 /// engine  -> harness   engine-profile-serve ready          (after loading and the warm-ups)
 /// harness -> engine    run                                  one timed decode of the prompt
-/// engine  -> harness   engine-profile-serve run {"prefill_ms":…,"ms_per_step":…,"generated_ids":[…]}
+/// engine  -> harness   engine-profile-serve run {"prefill_ms":…,"ms_per_step":…,"generated_ids":[…],
+///                                                    "cpu_prefill_ms":…,"cpu_ms_per_step":…}
 /// …                                                         until stdin closes, then:
 /// engine  -> harness   engine-profile-serve done {engine-profile/1 report of the served runs}
 /// ```

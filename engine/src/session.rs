@@ -10,7 +10,7 @@
 //! rebuilds it from the pages). A no-cache mode recomputes the whole sequence every
 //! step (the reference the cached path is tested against).
 
-use std::time::Instant;
+use crate::clock::Stopwatch;
 
 use crate::backend::{Backend, SliceDim};
 use crate::dtype::DType;
@@ -43,6 +43,10 @@ pub struct Generation {
     pub prefill_ms: f64,
     /// Wall time of each decode step after the prefill.
     pub step_ms: Vec<f64>,
+    /// The calling thread's CPU time of the prefill and of each step (`crate::clock`): `None`
+    /// and empty where that clock cannot be read. Only the work done on this thread.
+    pub prefill_cpu_ms: Option<f64>,
+    pub step_cpu_ms: Vec<f64>,
     pub stopped_on_eos: bool,
 }
 
@@ -513,12 +517,13 @@ impl<B: Backend> Session<B> {
         let mut sampler = Sampler::new(&opts.sampling)?;
         let mut history = History::new(prompt);
         let mut trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let t0 = Instant::now();
+        let t0 = Stopwatch::start();
         let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
         let mut filled = cache.len;
         let mut past = self.pad_to_window(&cache, window)?;
         drop(cache);
-        out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let lap = t0.lap();
+        (out.prefill_ms, out.prefill_cpu_ms) = (lap.wall_ms, lap.cpu_ms);
         let mut plan = None;
         while let Some(next) = next_token(
             &mut sampler,
@@ -528,7 +533,7 @@ impl<B: Backend> Session<B> {
             opts,
             keep_logits,
         )? {
-            let t = Instant::now();
+            let t = Stopwatch::start();
             let host = self.window_inputs(next, filled, window)?;
             let mut inputs: Vec<(&str, B::Tensor)> = Vec::with_capacity(3 + 2 * past.layers.len());
             for (name, v) in &host {
@@ -576,11 +581,12 @@ impl<B: Backend> Session<B> {
                 len: window,
             };
             filled += 1;
-            let elapsed = t.elapsed();
-            out.step_ms.push(elapsed.as_secs_f64() * 1e3);
+            let lap = t.lap();
+            out.step_ms.push(lap.wall_ms);
+            out.step_cpu_ms.extend(lap.cpu_ms);
             if let Some(tr) = trace.as_mut().filter(|_| out.step_ms.len() > 1) {
                 tr.steps += 1;
-                tr.step_ns += elapsed.as_nanos() as u64;
+                tr.step_ns += (lap.wall_ms * 1e6) as u64;
             }
         }
         if trace.is_some() {
@@ -616,7 +622,7 @@ impl<B: Backend> Session<B> {
         let mut history = History::new(prompt);
         // Taken out for the run (so the lock is not held across it) and put back after.
         let mut trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let t0 = Instant::now();
+        let t0 = Stopwatch::start();
         let (mut logits, cache) = self.forward(prompt, &self.empty_cache()?)?;
         // KV-cache mode: the pages get every new position; the dense view of the last run is the
         // next run's past (the pages' gather would copy the same values out again).
@@ -629,7 +635,8 @@ impl<B: Backend> Session<B> {
         } else {
             drop(cache);
         }
-        out.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let lap = t0.lap();
+        (out.prefill_ms, out.prefill_cpu_ms) = (lap.wall_ms, lap.cpu_ms);
         while let Some(next) = next_token(
             &mut sampler,
             &mut logits,
@@ -638,7 +645,7 @@ impl<B: Backend> Session<B> {
             opts,
             keep_logits,
         )? {
-            let t = Instant::now();
+            let t = Stopwatch::start();
             if let Some((pool, seq, past)) = &mut paged {
                 let present;
                 (logits, present) =
@@ -650,11 +657,12 @@ impl<B: Backend> Session<B> {
                 all.extend(&out.generated_ids);
                 (logits, _) = self.forward(&all, &self.empty_cache()?)?;
             }
-            let elapsed = t.elapsed();
-            out.step_ms.push(elapsed.as_secs_f64() * 1e3);
+            let lap = t.lap();
+            out.step_ms.push(lap.wall_ms);
+            out.step_cpu_ms.extend(lap.cpu_ms);
             if let Some(tr) = trace.as_mut().filter(|_| paged.is_some()) {
                 tr.steps += 1;
-                tr.step_ns += elapsed.as_nanos() as u64;
+                tr.step_ns += (lap.wall_ms * 1e6) as u64;
             }
         }
         if trace.is_some() {

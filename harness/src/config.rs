@@ -111,6 +111,9 @@ pub struct PairSettings {
     pub processes: u32,
     /// How long one serving process may live (`deadlines.bench_s`).
     pub deadline: Duration,
+    /// Whether the round may keep the serving thread's CPU time (`measure::clock`): set per
+    /// benchmark by the measurer, from `affinity`.
+    pub cpu_clock: bool,
 }
 
 impl CriterionSettings {
@@ -122,6 +125,7 @@ impl CriterionSettings {
             samples: self.sample_size,
             processes: self.processes_per_round.max(1),
             deadline: deadlines.bench(),
+            cpu_clock: false,
         }
     }
 
@@ -307,9 +311,26 @@ pub struct AffinityConfig {
     #[serde(default)]
     pub pin: Pin,
     /// Regexes of the benchmark ids that run on more than one thread: never pinned, whatever
-    /// `pin` says (pinning them to one CPU would measure something else).
+    /// `pin` says (pinning them to one CPU would measure something else), never timed in CPU
+    /// time.
     #[serde(default)]
     pub multi_threaded: Vec<String>,
+    /// The clock of single-threaded paired rows (benchmarks and one-thread CPU decodes):
+    /// `thread_cpu` (the default) or `wall` (`measure::clock`).
+    #[serde(default)]
+    pub clock: Clock,
+}
+
+/// `affinity.clock`: what single-threaded paired rows are timed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// The measured thread's CPU time where both sides report it and it holds the whole work,
+    /// else wall time, round by round (`measure::clock`): it leaves out what the host steals.
+    #[default]
+    ThreadCpu,
+    /// Wall time always.
+    Wall,
 }
 
 /// The model names the harness knows how to provision; anything else is a package path.

@@ -627,6 +627,7 @@ mod tests {
             sampling_mode: mode.into(),
             iters: vec![1.0; 5],
             times_ns: times.to_vec(),
+            ..Default::default()
         };
         // The machine slows through the round (head's samples 110 → 198, each taken next to
         // base's), and base's first two samples were disturbed (300 instead of 100 and 120).
@@ -695,6 +696,7 @@ mod tests {
                     sampling_mode: "flat".into(),
                     iters: vec![1.0; 4],
                     times_ns: vec![ns; 4],
+                    ..Default::default()
                 };
                 let m = Measured {
                     id: id.clone(),

@@ -13,14 +13,24 @@ pub const SCHEMA: &str = "harness-results/1";
 pub use crate::stats::{Change, Status, ThresholdSource};
 
 /// One criterion sample file of one round: `iters[i]` iterations took `times_ns[i]` in total.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawSample {
     pub round: u32,
     /// "linear" or "flat" (criterion's sampling mode).
     pub sampling_mode: String,
     pub iters: Vec<f64>,
     pub times_ns: Vec<f64>,
+    /// The clock of `times_ns`: absent for wall time, [`THREAD_CPU`] for the measured thread's
+    /// CPU time (harness/STATS.md, "The clock").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// The same samples' wall times, kept beside `times_ns` when those are CPU times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wall_ns: Vec<f64>,
 }
+
+/// [`RawSample::clock`] of samples timed in the measured thread's CPU time.
+pub const THREAD_CPU: &str = "thread_cpu";
 
 /// One side (base or head) of one benchmark.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -11,9 +11,15 @@
 //! ```text
 //! exe  -> harness   harness-serve ready <id> [bytes|elements <per iteration>]
 //! harness -> exe    <n>                  run n iterations, timed as criterion's `iter` does
-//! exe  -> harness   harness-serve <n> <elapsed ns>
+//! exe  -> harness   harness-serve <n> <elapsed ns> [<thread cpu ns> <process cpu ns>]
 //! …                                      until stdin closes: the process exits 0
 //! ```
+//!
+//! The two optional fields are the same interval in CPU time (`engine::clock`): of the serving
+//! thread, and of the whole process. On a VM whose host steals the vCPU, thread CPU time leaves
+//! the stolen time out where wall time counts it; the harness uses it for a single-threaded
+//! benchmark when both sides send it and the process's CPU time shows no other thread worked
+//! (harness/STATS.md, "The clock"). Where the CPU clocks cannot be read, only the wall time.
 //!
 //! Both processes of a pair stay alive for the whole benchmark; the one not being asked is blocked
 //! on its stdin, so it takes no CPU from the one measuring. A process that reaches the end of its
@@ -24,6 +30,8 @@ use std::fmt::Display;
 use std::hint::black_box;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
+
+use engine::clock::{process_cpu_ns, thread_cpu_ns};
 
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
@@ -115,11 +123,13 @@ impl Group<'_> {
             Mode::Serve(id) => {
                 if *id == format!("{}/{function}/{parameter}", self.name) {
                     serve(&format!("{id}{announce}"), |n| {
-                        let start = Instant::now();
+                        let mut t = Timed::default();
+                        let start = Mark::start();
                         for _ in 0..n {
                             black_box(routine());
                         }
-                        start.elapsed()
+                        t.add(&start, &Mark::end());
+                        t
                     });
                 }
             }
@@ -147,20 +157,20 @@ impl Group<'_> {
                     serve(&format!("{id}{announce}"), |n| {
                         let batch = n.div_ceil(10).max(1);
                         let mut left = n;
-                        let mut elapsed = Duration::ZERO;
+                        let mut t = Timed::default();
                         while left > 0 {
                             let k = left.min(batch);
                             let mut inputs: Vec<I> = (0..k).map(|_| setup()).collect();
                             let mut outputs = Vec::with_capacity(k as usize);
-                            let start = Instant::now();
+                            let start = Mark::start();
                             for input in inputs.iter_mut() {
                                 outputs.push(routine(black_box(input)));
                             }
-                            elapsed += start.elapsed();
+                            t.add(&start, &Mark::end());
                             black_box(&outputs);
                             left -= k;
                         }
-                        elapsed
+                        t
                     });
                 }
             }
@@ -180,7 +190,7 @@ impl Group<'_> {
 /// (`valgrind --tool=callgrind --toggle-collect=*common::group::serve*`,
 /// harness/src/measure/instructions.rs).
 #[inline(never)]
-fn serve(ready: &str, mut run: impl FnMut(u64) -> Duration) -> ! {
+fn serve(ready: &str, mut run: impl FnMut(u64) -> Timed) -> ! {
     let mut out = std::io::stdout().lock();
     let say = |out: &mut std::io::StdoutLock, line: String| {
         if writeln!(out, "{PREFIX} {line}")
@@ -201,7 +211,69 @@ fn serve(ready: &str, mut run: impl FnMut(u64) -> Duration) -> ! {
             }
         };
         let t = run(n);
-        say(&mut out, format!("{n} {}", t.as_nanos()));
+        let cpu = match (t.thread_cpu, t.process_cpu) {
+            (Some(a), Some(b)) => format!(" {a} {b}"),
+            _ => String::new(),
+        };
+        say(&mut out, format!("{n} {}{cpu}", t.wall.as_nanos()));
     }
     std::process::exit(0);
+}
+
+/// One instant on the three clocks a sample reports. The CPU clocks are read inside the wall
+/// interval ([`Mark::start`], [`Mark::end`]), so a sample's CPU time is never longer than its
+/// wall time.
+struct Mark {
+    wall: Instant,
+    thread_cpu: Option<u64>,
+    process_cpu: Option<u64>,
+}
+
+impl Mark {
+    /// Wall clock first, then the CPU clocks.
+    fn start() -> Mark {
+        let wall = Instant::now();
+        Mark {
+            wall,
+            thread_cpu: thread_cpu_ns(),
+            process_cpu: process_cpu_ns(),
+        }
+    }
+
+    /// The CPU clocks first, then the wall clock.
+    fn end() -> Mark {
+        let (process_cpu, thread_cpu) = (process_cpu_ns(), thread_cpu_ns());
+        Mark {
+            wall: Instant::now(),
+            thread_cpu,
+            process_cpu,
+        }
+    }
+}
+
+/// A sample's timed intervals added up on each clock (`None`: a CPU clock could not be read).
+struct Timed {
+    wall: Duration,
+    thread_cpu: Option<u64>,
+    process_cpu: Option<u64>,
+}
+
+impl Default for Timed {
+    fn default() -> Timed {
+        Timed {
+            wall: Duration::ZERO,
+            thread_cpu: Some(0),
+            process_cpu: Some(0),
+        }
+    }
+}
+
+impl Timed {
+    fn add(&mut self, start: &Mark, end: &Mark) {
+        let span =
+            |sum: Option<u64>, a: Option<u64>, b: Option<u64>| Some(sum? + b?.checked_sub(a?)?);
+        self.wall += end.wall.duration_since(start.wall);
+        self.thread_cpu = span(self.thread_cpu, start.thread_cpu, end.thread_cpu);
+        self.process_cpu = span(self.process_cpu, start.process_cpu, end.process_cpu);
+    }
 }

@@ -28,10 +28,19 @@ impl Decoder for CpuDecoder {
         let g = session
             .backend()
             .in_pool(|| session.generate(prompt, &opts, false))?;
+        // With one thread every op runs on this one (no pool: `CpuBackend::in_pool`), so its
+        // CPU time is the decode's; with a pool it would miss the workers' share.
+        let one_thread = session.backend().threads() == 1;
         Ok(DecodeRun {
             generated_ids: g.generated_ids,
             prefill_ms: g.prefill_ms,
             step_ms: g.step_ms,
+            prefill_cpu_ms: g.prefill_cpu_ms.filter(|_| one_thread),
+            step_cpu_ms: if one_thread {
+                g.step_cpu_ms
+            } else {
+                Vec::new()
+            },
         })
     }
 

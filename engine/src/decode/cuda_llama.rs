@@ -1271,6 +1271,7 @@ impl LlamaDecoder {
             generated_ids: ids,
             prefill_ms,
             step_ms,
+            ..Default::default()
         })
     }
 

@@ -94,6 +94,11 @@ pub struct DecodeRun {
     pub prefill_ms: f64,
     /// Wall time of each decode step (the token out of the prefill has none).
     pub step_ms: Vec<f64>,
+    /// The decoding thread's CPU time of the prefill and of each step (`crate::clock`), where
+    /// it measures the whole of the work: a one-thread CPU decode. `None` and empty otherwise (a
+    /// thread pool, a GPU).
+    pub prefill_cpu_ms: Option<f64>,
+    pub step_cpu_ms: Vec<f64>,
 }
 
 /// CUDA-graph counters of the whole profile (warm-ups included).

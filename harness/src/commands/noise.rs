@@ -263,6 +263,7 @@ pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
                     sampling_mode: if s.paired { SAMPLING_MODE_WARM } else { "flat" }.into(),
                     iters: vec![1.0; ms.len()],
                     times_ns: ms.iter().map(|t| t * 1e6).collect(),
+                    ..Default::default()
                 })
                 .collect()
         };

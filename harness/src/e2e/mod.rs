@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
-use crate::measure::serve::{SAMPLING_MODE_WARM, pair_layout};
+use crate::measure::clock::{self, Timing};
+use crate::measure::serve::{SAMPLING_MODE_WARM, clocked_sample, pair_layout};
 use crate::measure::{Affinity, Measured, Measurer, TargetPlan};
 use crate::progress::Progress;
 use crate::results::{
@@ -737,6 +738,7 @@ fn row(id: String, round: u32, mode: &str, times_ms: Vec<f64>) -> Measured {
             sampling_mode: mode.into(),
             iters: vec![1.0; times_ms.len()],
             times_ns: times_ms.iter().map(|t| t * 1e6).collect(),
+            ..RawSample::default()
         },
     }
 }
@@ -861,22 +863,52 @@ impl Measurer for E2eMeasurer<'_> {
                 return Err((side, pf));
             }
         };
+        // Each row in the thread's CPU time where both engines report it for every run and the
+        // head does not wait off the CPU more than the base (`measure::clock`); else wall time.
+        let allowed =
+            check.device == Device::Cpu && self.affinity.cpu_clock_for_threads(self.cfg.threads);
+        let step = |r: &tools::ServedRun| Timing {
+            wall: r.ms_per_step * 1e6,
+            thread_cpu: r.cpu_ms_per_step.map(|t| t * 1e6),
+            process_cpu: None,
+        };
+        let prefill = |r: &tools::ServedRun| Timing {
+            wall: r.prefill_ms * 1e6,
+            thread_cpu: r.cpu_prefill_ms.map(|t| t * 1e6),
+            process_cpu: None,
+        };
+        let [first, second] = &runs;
+        let step_t = [first, second].map(|v| v.iter().map(step).collect::<Vec<_>>());
+        let prefill_t = [first, second].map(|v| v.iter().map(prefill).collect::<Vec<_>>());
+        // `choose` takes (base, head); `order` says which of the two ran first.
+        let (bi, hi) = if order[0] == Side::Base {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let cpu_step = clock::choose(&step_t[bi], &step_t[hi], allowed).is_ok();
+        let cpu_prefill = clock::choose(&prefill_t[bi], &prefill_t[hi], allowed).is_ok();
         let mut out = Vec::new();
-        for ((side, prof), served) in order.into_iter().zip(profiles).zip(runs) {
+        for (k, (side, prof)) in order.into_iter().zip(profiles).enumerate() {
             self.profiles[ix(side)]
                 .entry(target.to_string())
                 .or_default()
                 .push((round, prof));
-            let steps = served.iter().map(|r| r.ms_per_step).collect();
-            let prefill = served.iter().map(|r| r.prefill_ms).collect();
-            out.push((
-                side,
-                row(target.to_string(), round, SAMPLING_MODE_WARM, steps),
-            ));
-            out.push((
-                side,
-                row(prefill_id(target), round, SAMPLING_MODE_WARM, prefill),
-            ));
+            for (id, times, cpu) in [
+                (target.to_string(), &step_t[k], cpu_step),
+                (prefill_id(target), &prefill_t[k], cpu_prefill),
+            ] {
+                let iters = vec![1.0; times.len()];
+                let sample = clocked_sample(round, SAMPLING_MODE_WARM, iters, times, cpu);
+                out.push((
+                    side,
+                    Measured {
+                        id,
+                        throughput: None,
+                        sample,
+                    },
+                ));
+            }
         }
         Ok(out)
     }

@@ -188,6 +188,12 @@ pub struct ServedRun {
     pub prefill_ms: f64,
     pub ms_per_step: f64,
     pub generated_ids: Vec<u32>,
+    /// The same two times in the decoding thread's CPU time, from engines that report it (a
+    /// one-thread CPU decode; `measure::clock`).
+    #[serde(default)]
+    pub cpu_prefill_ms: Option<f64>,
+    #[serde(default)]
+    pub cpu_ms_per_step: Option<f64>,
 }
 
 /// A running `engine profile --serve`: the model loaded, decoding on request.
@@ -239,7 +245,12 @@ impl ProfileServer {
         let r: ServedRun = serde_json::from_str(json)
             .map_err(|e| format!("`{exe} profile --serve`: bad run answer: {e}"))?;
         let ok = |x: f64| x.is_finite() && x > 0.0;
-        if !ok(r.ms_per_step) || !ok(r.prefill_ms) {
+        let ok_cpu = |x: Option<f64>| x.is_none_or(|x| x.is_finite() && x >= 0.0);
+        if !ok(r.ms_per_step)
+            || !ok(r.prefill_ms)
+            || !ok_cpu(r.cpu_ms_per_step)
+            || !ok_cpu(r.cpu_prefill_ms)
+        {
             return Err(format!("`{exe} profile --serve`: bad times in {json}"));
         }
         Ok(r)

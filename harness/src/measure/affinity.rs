@@ -1,5 +1,6 @@
 //! CPU affinity of the measured processes: with `affinity.pin: one_cpu`, both sides' processes of
-//! a single-threaded benchmark run on one CPU, the same one.
+//! a single-threaded benchmark run on one CPU, the same one. The same split (single-threaded or
+//! not) says which rows may be timed in thread CPU time (`affinity.clock`, `measure::clock`).
 //!
 //! Why: the engine's CPU backend runs a matmul on its rayon pool even with one thread
 //! (`pool.install`: the calling thread hands the work to the pool's worker and sleeps until it
@@ -19,7 +20,7 @@
 
 use std::process::Command;
 
-use crate::config::{AffinityConfig, Pin};
+use crate::config::{AffinityConfig, Clock, Pin};
 
 /// Where each measured process may run.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +28,8 @@ pub struct Affinity {
     /// The CPU single-threaded processes are pinned to; `None`: no pinning.
     cpu: Option<usize>,
     multi_threaded: Vec<regex_lite::Regex>,
+    /// `affinity.clock: wall`: never time in CPU time.
+    wall_only: bool,
 }
 
 impl Affinity {
@@ -51,6 +54,7 @@ impl Affinity {
                 .iter()
                 .filter_map(|r| regex_lite::Regex::new(r).ok())
                 .collect(),
+            wall_only: c.clock == Clock::Wall,
         }
     }
 
@@ -62,7 +66,19 @@ impl Affinity {
                 .iter()
                 .filter_map(|r| regex_lite::Regex::new(r).ok())
                 .collect(),
+            wall_only: false,
         }
+    }
+
+    /// Whether benchmark `id` may be timed in its thread's CPU time (single-threaded, and
+    /// `affinity.clock` allows it).
+    pub fn cpu_clock_for_bench(&self, id: &str) -> bool {
+        !self.wall_only && !self.is_multi_threaded(id)
+    }
+
+    /// Whether a process running `threads` threads may be timed in its thread's CPU time.
+    pub fn cpu_clock_for_threads(&self, threads: u32) -> bool {
+        !self.wall_only && threads == 1
     }
 
     /// Whether `affinity.multi_threaded` names benchmark `id` (it runs on more than one thread).
@@ -80,8 +96,17 @@ impl Affinity {
         self.cpu.filter(|_| threads == 1)
     }
 
-    /// For `Method`: what this run did, in words.
+    /// For `Method`: what this run did, in words (where the processes ran, then the clock).
     pub fn describe(&self) -> String {
+        let clock = if self.wall_only {
+            "wall time"
+        } else {
+            "single-threaded rows in thread CPU time where both sides report it, else wall time"
+        };
+        format!("{}; {clock}", self.describe_pinning())
+    }
+
+    fn describe_pinning(&self) -> String {
         match self.cpu {
             None => "not pinned: the scheduler placed every process".into(),
             Some(cpu) if self.multi_threaded.is_empty() => {

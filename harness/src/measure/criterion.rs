@@ -126,6 +126,7 @@ fn read_one(dir: &Path, round: u32) -> Result<Measured, CriterionError> {
             sampling_mode: s.sampling_mode.to_lowercase(),
             iters: s.iters,
             times_ns: s.times,
+            ..Default::default()
         },
     })
 }

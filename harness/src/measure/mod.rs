@@ -4,9 +4,10 @@
 //! `CRITERION_HOME`), lists its benchmark ids and reads its sample files; [`serve`] measures a
 //! benchmark paired, both sides' executables serving samples in turn; [`plan`] says what a
 //! suite measures and which part a shard takes; [`affinity`] which CPU a measured process may run
-//! on.
+//! on and whether it may be timed in CPU time; [`clock`] which clock a paired round keeps.
 
 pub mod affinity;
+pub mod clock;
 pub mod criterion;
 pub mod instructions;
 pub mod plan;

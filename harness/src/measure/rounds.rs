@@ -180,6 +180,7 @@ impl Measurer for CriterionMeasurer {
         let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
         let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
         let cpu = self.affinity.cpu_for_bench(id);
+        settings.cpu_clock = self.affinity.cpu_clock_for_bench(id);
         match super::serve::measure_pair(exes, id, &settings, round, cpu) {
             Ok([a, b]) => Ok(vec![(order[0], a), (order[1], b)]),
             Err(f) => Err((order[f.which], f.failure)),
@@ -491,6 +492,7 @@ mod tests {
                 sampling_mode: mode.into(),
                 iters: vec![1.0],
                 times_ns: vec![ns],
+                ..Default::default()
             },
         }
     }

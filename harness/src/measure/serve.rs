@@ -20,10 +20,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use super::clock::Timing;
 use super::criterion::Measured;
 use crate::build::{LOG_TAIL_LINES, tail};
 use crate::config::PairSettings;
-use crate::results::{RawSample, Throughput};
+use crate::results::{RawSample, THREAD_CPU, Throughput};
 use crate::vocab::ProcessFailure;
 
 /// The environment variable that makes a bench executable serve one benchmark.
@@ -206,8 +207,9 @@ impl Server {
         })
     }
 
-    /// Runs `n` iterations; their total time in ns.
-    fn sample(&mut self, n: u64) -> Result<f64, String> {
+    /// Runs `n` iterations; their total time in ns, on every clock the executable reports
+    /// (`<n> <wall ns> [<thread cpu ns> <process cpu ns>]`).
+    fn sample(&mut self, n: u64) -> Result<Timing, String> {
         self.send(&n.to_string())
             .map_err(|_| format!("{} stopped reading samples", self.exe))?;
         let Some(line) = self.next_line() else {
@@ -217,13 +219,22 @@ impl Server {
             ));
         };
         let words: Vec<&str> = line.split_whitespace().collect();
+        let time = |w: &str, positive: bool| match w.parse::<f64>() {
+            Ok(ns) if ns.is_finite() && (ns > 0.0 || !positive && ns >= 0.0) => Ok(ns),
+            _ => Err(format!("{}: bad sample time `{w}`", self.exe)),
+        };
         match words[..] {
-            [got, ns] if got.parse::<u64>() == Ok(n) => match ns.parse::<f64>() {
-                Ok(ns) if ns.is_finite() && ns > 0.0 => Ok(ns),
-                _ => Err(format!("{}: bad sample time `{ns}`", self.exe)),
-            },
+            [got, ns] if got.parse::<u64>() == Ok(n) => Ok(Timing {
+                wall: time(ns, true)?,
+                ..Timing::default()
+            }),
+            [got, ns, thread, process] if got.parse::<u64>() == Ok(n) => Ok(Timing {
+                wall: time(ns, true)?,
+                thread_cpu: Some(time(thread, false)?),
+                process_cpu: Some(time(process, false)?),
+            }),
             _ => Err(format!(
-                "{}: expected `{PREFIX} {n} <ns>`, got `{PREFIX} {line}`",
+                "{}: expected `{PREFIX} {n} <ns> [<thread cpu ns> <process cpu ns>]`, got `{PREFIX} {line}`",
                 self.exe
             )),
         }
@@ -279,7 +290,7 @@ pub fn measure_pair(
     let k = settings.processes.max(1);
     let mut throughput = None;
     let mut iters: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut times: [Vec<Timing>; 2] = [Vec::new(), Vec::new()];
     for (j, samples) in process_shares(settings.samples, k).into_iter().enumerate() {
         // This pair's share of the samples and of the measurement time.
         if samples == 0 {
@@ -308,17 +319,43 @@ pub fn measure_pair(
     }
     let [ia, ib] = iters;
     let [a, b] = times;
-    let measured = |iters: Vec<f64>, times_ns: Vec<f64>| Measured {
+    let cpu = super::clock::choose(&a, &b, settings.cpu_clock).is_ok();
+    let measured = |iters: Vec<f64>, times: Vec<Timing>| Measured {
         id: id.to_string(),
         throughput,
-        sample: RawSample {
-            round,
-            sampling_mode: SAMPLING_MODE.into(),
-            iters,
-            times_ns,
-        },
+        sample: clocked_sample(round, SAMPLING_MODE, iters, &times, cpu),
     };
     Ok([measured(ia, a), measured(ib, b)])
+}
+
+/// A round's samples of one side in the chosen clock: thread CPU time (`cpu`, with the wall
+/// times kept beside) or wall time.
+pub fn clocked_sample(
+    round: u32,
+    mode: &str,
+    iters: Vec<f64>,
+    times: &[Timing],
+    cpu: bool,
+) -> RawSample {
+    let wall: Vec<f64> = times.iter().map(|t| t.wall).collect();
+    let thread: Option<Vec<f64>> = times.iter().map(|t| t.thread_cpu).collect();
+    match thread.filter(|_| cpu) {
+        Some(times_ns) => RawSample {
+            round,
+            sampling_mode: mode.into(),
+            iters,
+            times_ns,
+            clock: Some(THREAD_CPU.into()),
+            wall_ns: wall,
+        },
+        None => RawSample {
+            round,
+            sampling_mode: mode.into(),
+            iters,
+            times_ns: wall,
+            ..RawSample::default()
+        },
+    }
 }
 
 /// How `samples` sample pairs are split over `k` pairs of processes: about evenly, with every
@@ -343,7 +380,7 @@ fn process_shares(samples: u32, k: u32) -> Vec<u32> {
 
 /// What one pair of processes gave: the announced throughput, the iterations per sample and
 /// each side's sample times.
-type OnePair = (Option<Throughput>, u64, [Vec<f64>; 2]);
+type OnePair = (Option<Throughput>, u64, [Vec<Timing>; 2]);
 
 /// One pair of processes: started, warmed up, sampled ABBA, finished. Returns the announced
 /// throughput, the iterations per sample and each side's sample times.
@@ -407,7 +444,7 @@ fn measure_one_pair(
 }
 
 /// The iteration count every sample ran and each side's sample times (ns).
-type Sampled = (u64, [Vec<f64>; 2]);
+type Sampled = (u64, [Vec<Timing>; 2]);
 
 /// Warm-up of each side in turn (iteration counts doubling until `warm_up` is spent), then
 /// `samples` samples per side in the order ABBA ABBA …, each sized from the slower side's
@@ -417,14 +454,14 @@ fn sample_pair(servers: &mut [Server], s: &PairSettings) -> Result<Sampled, (usi
     for (which, server) in servers.iter_mut().enumerate() {
         let (mut n, mut spent) = (1u64, 0f64);
         while spent < s.warm_up.as_secs_f64() * 1e9 {
-            let t = server.sample(n).map_err(|e| (which, e))?;
+            let t = server.sample(n).map_err(|e| (which, e))?.wall;
             spent += t;
             per_iter[which] = t / n as f64;
             n = n.saturating_mul(2);
         }
     }
     let n = sample_iters(s, per_iter[0].max(per_iter[1]));
-    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut times: [Vec<Timing>; 2] = [Vec::new(), Vec::new()];
     for i in 0..s.samples {
         let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
@@ -493,7 +530,65 @@ mod tests {
             samples: 4,
             processes: 1,
             deadline: Duration::from_secs(60),
+            cpu_clock: false,
         }
+    }
+
+    /// An executable that also reports CPU time: `cpu` ns of its thread's and `process` ns of
+    /// its process's per iteration, `wall` ns of wall time.
+    fn cpu_script(dir: &Path, name: &str, wall: u64, cpu: u64, process: u64) -> std::path::PathBuf {
+        let body = format!(
+            "echo 'harness-serve ready {ID}'
+             while read n; do echo \"harness-serve $n $((n * {wall})) $((n * {cpu})) $((n * {process}))\"; done
+"
+        );
+        executable(&dir.join(name), &format!("#!/bin/sh\n{body}"))
+    }
+
+    /// With CPU time allowed and reported by both, the round keeps it (and the wall times
+    /// beside it); not allowed, or another thread at work, or one side without it: wall time.
+    #[test]
+    fn a_round_keeps_thread_cpu_time_only_when_allowed_reported_and_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // Wall 3000 ns per iteration (the host stole two thirds), CPU 1000 / 1100.
+        let a = cpu_script(dir.path(), "A", 3000, 1000, 1000);
+        let b = cpu_script(dir.path(), "B", 3000, 1100, 1100);
+        let on = PairSettings {
+            cpu_clock: true,
+            ..settings()
+        };
+        let [ma, mb] = measure_pair([&a, &b], ID, &on, 0, None).unwrap();
+        let n = ma.sample.iters[0];
+        assert_eq!(ma.sample.times_ns, vec![1000.0 * n; 4]);
+        assert_eq!(mb.sample.times_ns, vec![1100.0 * n; 4]);
+        assert_eq!(ma.sample.clock.as_deref(), Some(THREAD_CPU));
+        assert_eq!(ma.sample.wall_ns, vec![3000.0 * n; 4]);
+
+        let [ma, _] = measure_pair([&a, &b], ID, &settings(), 0, None).unwrap();
+        assert_eq!(ma.sample.times_ns, vec![3000.0 * n; 4], "not allowed: wall");
+        assert_eq!(ma.sample.clock, None);
+        assert!(ma.sample.wall_ns.is_empty());
+
+        let busy = cpu_script(dir.path(), "C", 3000, 1000, 2000);
+        let [ma, _] = measure_pair([&a, &busy], ID, &on, 0, None).unwrap();
+        assert_eq!(ma.sample.clock, None, "another thread worked: wall");
+
+        let log = dir.path().join("log");
+        let old = script(dir.path(), "D", 1000, true, &log);
+        let [ma, md] = measure_pair([&a, &old], ID, &on, 0, None).unwrap();
+        assert_eq!(
+            (ma.sample.clock, md.sample.clock),
+            (None, None),
+            "one side without it"
+        );
+        let bad = executable(
+            &dir.path().join("E"),
+            &format!(
+                "#!/bin/sh\necho 'harness-serve ready {ID}'\nwhile read n; do echo \"harness-serve $n 5 x 5\"; done\n"
+            ),
+        );
+        let e = measure_pair([&a, &bad], ID, &on, 0, None).unwrap_err();
+        assert!(e.failure.message.contains("bad sample time `x`"), "{e:?}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ fn side(median_ns: f64) -> SideResult {
             sampling_mode: "linear".into(),
             iters: vec![1.0, 2.0],
             times_ns: vec![median_ns, 2.0 * median_ns],
+            ..Default::default()
         }],
     }
 }
