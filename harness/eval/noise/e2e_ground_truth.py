@@ -7,7 +7,8 @@ pair of processes; the first decode after a switch of engine is a warm-up, not k
 harness does). Per round the median over request pairs of ln(changed / base), for the decode
 step and for the prefill; over rounds the Hodges-Lehmann estimate with a distribution-free 95 %
 interval (the order statistics of the Walsh averages, normal approximation of the signed-rank
-distribution). Standard library only.
+distribution). With engines that report the decoding thread's CPU time (`cpu_ms_per_step`), the
+decode step in that clock too (`decode_step_cpu`, harness/STATS.md §16). Standard library only.
 
     e2e_ground_truth.py --base ENGINE --head ENGINE --model DIR --prompt-ids 1,2,3 \\
         --tokens 32 --rounds 30 --requests 10 --out result.json
@@ -74,7 +75,7 @@ def main():
     a = ap.parse_args()
     args = ["--model", a.model, "--ep", "cpu", "--prompt-ids", a.prompt_ids,
             "--tokens", str(a.tokens), "--warmups", "1", "--decode-skip", "1", "--threads", "1"]
-    step, prefill, raw = [], [], []
+    step, prefill, cpu_step, raw = [], [], [], []
     for r in range(a.rounds):
         order = ["base", "head"] if r % 2 == 0 else ["head", "base"]
         procs = {s: start(getattr(a, s), args, a.cpu) for s in order}
@@ -89,14 +90,22 @@ def main():
         for p in procs.values():
             p.stdin.close()
             p.wait()
-        ls = [math.log(h["ms_per_step"] / b["ms_per_step"]) for b, h in zip(got["base"], got["head"])]
-        lp = [math.log(h["prefill_ms"] / b["prefill_ms"]) for b, h in zip(got["base"], got["head"])]
+        pairs = list(zip(got["base"], got["head"]))
+        ls = [math.log(h["ms_per_step"] / b["ms_per_step"]) for b, h in pairs]
+        lp = [math.log(h["prefill_ms"] / b["prefill_ms"]) for b, h in pairs]
         step.append(statistics.median(ls))
         prefill.append(statistics.median(lp))
+        # The same in the decoding thread's CPU time, where both engines report it.
+        if all("cpu_ms_per_step" in x for pair in pairs for x in pair):
+            cpu_step.append(statistics.median(
+                [math.log(h["cpu_ms_per_step"] / b["cpu_ms_per_step"]) for b, h in pairs]))
         raw.append(got)
         print(f"round {r + 1}/{a.rounds}: step {step[-1]:+.4f} prefill {prefill[-1]:+.4f}", flush=True)
     out = {"rounds": a.rounds, "requests": a.requests}
-    for name, xs in (("decode_step", step), ("prefill", prefill)):
+    rows = [("decode_step", step), ("prefill", prefill)]
+    if len(cpu_step) == a.rounds:
+        rows.append(("decode_step_cpu", cpu_step))
+    for name, xs in rows:
         est, lo, hi = hodges_lehmann(xs)
         out[name] = {
             "estimate": math.expm1(est),
