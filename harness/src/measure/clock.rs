@@ -49,7 +49,9 @@ pub fn choose(base: &[Timing], head: &[Timing], allowed: bool) -> Result<(), Wal
         return Err(WallBecause::NotReported);
     }
     let all = || base.iter().chain(head);
-    if base.is_empty() || all().any(|t| t.thread_cpu.is_none()) {
+    // A CPU time of 0 (or one a revision's executable got wrong) would make a ratio infinite:
+    // such a round is timed in wall time, which the protocol requires to be positive.
+    if base.is_empty() || all().any(|t| t.thread_cpu.is_none_or(|c| c <= 0.0 || !c.is_finite())) {
         return Err(WallBecause::NotReported);
     }
     let other_threads = all().any(|t| match (t.thread_cpu, t.process_cpu) {
@@ -134,6 +136,12 @@ mod tests {
         head[3].thread_cpu = None;
         assert_eq!(choose(&base, &head, true), Err(WallBecause::NotReported));
         assert_eq!(choose(&[], &[], true), Err(WallBecause::NotReported));
+        head[3].thread_cpu = Some(0.0);
+        assert_eq!(
+            choose(&base, &head, true),
+            Err(WallBecause::NotReported),
+            "zero"
+        );
     }
 
     #[test]
