@@ -863,8 +863,8 @@ impl Measurer for E2eMeasurer<'_> {
                 return Err((side, pf));
             }
         };
-        // Each row in the thread's CPU time where both engines report it for every run and the
-        // head does not wait off the CPU more than the base (`measure::clock`); else wall time.
+        // Each row in the thread's CPU time where both engines report it for every run and
+        // neither waits off the CPU more than the other (`measure::clock`); else wall time.
         let allowed =
             check.device == Device::Cpu && self.affinity.cpu_clock_for_threads(self.cfg.threads);
         let step = |r: &tools::ServedRun| Timing {
@@ -877,17 +877,14 @@ impl Measurer for E2eMeasurer<'_> {
             thread_cpu: r.cpu_prefill_ms.map(|t| t * 1e6),
             process_cpu: None,
         };
-        let [first, second] = &runs;
-        let step_t = [first, second].map(|v| v.iter().map(step).collect::<Vec<_>>());
-        let prefill_t = [first, second].map(|v| v.iter().map(prefill).collect::<Vec<_>>());
-        // `choose` takes (base, head); `order` says which of the two ran first.
-        let (bi, hi) = if order[0] == Side::Base {
-            (0, 1)
-        } else {
-            (1, 0)
-        };
-        let cpu_step = clock::choose(&step_t[bi], &step_t[hi], allowed).is_ok();
-        let cpu_prefill = clock::choose(&prefill_t[bi], &prefill_t[hi], allowed).is_ok();
+        let step_t = runs
+            .each_ref()
+            .map(|v| v.iter().map(step).collect::<Vec<_>>());
+        let prefill_t = runs
+            .each_ref()
+            .map(|v| v.iter().map(prefill).collect::<Vec<_>>());
+        let cpu_step = clock::choose(&step_t[0], &step_t[1], allowed).is_ok();
+        let cpu_prefill = clock::choose(&prefill_t[0], &prefill_t[1], allowed).is_ok();
         let mut out = Vec::new();
         for (k, (side, prof)) in order.into_iter().zip(profiles).enumerate() {
             self.profiles[ix(side)]

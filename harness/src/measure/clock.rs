@@ -10,10 +10,12 @@
 //! What CPU time cannot see, and the checks that fall back to wall time for a round:
 //! - work on other threads: a benchmark sample also carries the process's CPU time, and one more
 //!   than 1 % (plus 50 µs) above the thread's means another thread worked;
-//! - waiting off the CPU (a sleep, blocking I/O, a lock) that the head adds: under steal both
-//!   sides spend time off the CPU at random, so a head that waits more is told apart by
-//!   consistency, a one-sided sign test over the sample pairs of its share of wall time spent
-//!   off the CPU (p < 0.01) together with a median difference of more than 1 % of the wall time.
+//! - waiting off the CPU (a sleep, blocking I/O, a lock) that a PR adds or removes: under steal
+//!   both sides spend time off the CPU at random, so a side that waits more is told apart by
+//!   consistency: a sign test over the sample pairs of the difference in the share of wall time
+//!   spent off the CPU (either direction, p < 0.01 on each side) together with a median
+//!   difference of more than 1 % of the wall time. Either direction, because the measurers pass
+//!   the two sides in the round's order (AB or BA), not as base and head.
 //!
 //! Multi-threaded rows (`affinity.multi_threaded`), multi-thread end-to-end decodes and GPU
 //! decodes are always timed in wall time: one thread's CPU time is not their cost.
@@ -38,20 +40,20 @@ pub enum WallBecause {
     NotReported,
     /// Another thread of a side's process worked during its samples.
     OtherThreads,
-    /// The head spent consistently more of its time off the CPU than the base.
-    HeadWaits,
+    /// One side spent consistently more of its time off the CPU than the other.
+    WaitsDiffer,
 }
 
-/// The clock for a round with these samples (pairs `base[i]`, `head[i]`), given whether CPU time
-/// is allowed for the row at all.
-pub fn choose(base: &[Timing], head: &[Timing], allowed: bool) -> Result<(), WallBecause> {
+/// The clock for a round with these samples (pairs `a[i]`, `b[i]`: the two sides in either
+/// order), given whether CPU time is allowed for the row at all.
+pub fn choose(a: &[Timing], b: &[Timing], allowed: bool) -> Result<(), WallBecause> {
     if !allowed {
         return Err(WallBecause::NotReported);
     }
-    let all = || base.iter().chain(head);
+    let all = || a.iter().chain(b);
     // A CPU time of 0 (or one a revision's executable got wrong) would make a ratio infinite:
     // such a round is timed in wall time, which the protocol requires to be positive.
-    if base.is_empty() || all().any(|t| t.thread_cpu.is_none_or(|c| c <= 0.0 || !c.is_finite())) {
+    if a.is_empty() || all().any(|t| t.thread_cpu.is_none_or(|c| c <= 0.0 || !c.is_finite())) {
         return Err(WallBecause::NotReported);
     }
     let other_threads = all().any(|t| match (t.thread_cpu, t.process_cpu) {
@@ -61,8 +63,8 @@ pub fn choose(base: &[Timing], head: &[Timing], allowed: bool) -> Result<(), Wal
     if other_threads {
         return Err(WallBecause::OtherThreads);
     }
-    if head_waits_more(base, head) {
-        return Err(WallBecause::HeadWaits);
+    if waits_more(a, b) || waits_more(b, a) {
+        return Err(WallBecause::WaitsDiffer);
     }
     Ok(())
 }
@@ -75,13 +77,13 @@ fn off_share(t: &Timing) -> f64 {
     }
 }
 
-/// Whether the head's off-CPU share is higher than the base's in significantly many pairs (one-
-/// sided sign test, p < 0.01) and by more than 1 % of the wall time in the median pair.
-fn head_waits_more(base: &[Timing], head: &[Timing]) -> bool {
-    let d: Vec<f64> = base
+/// Whether `b`'s off-CPU share is higher than `a`'s in significantly many pairs (one-sided sign
+/// test, p < 0.01) and by more than 1 % of the wall time in the median pair.
+fn waits_more(a: &[Timing], b: &[Timing]) -> bool {
+    let d: Vec<f64> = a
         .iter()
-        .zip(head)
-        .map(|(b, h)| off_share(h) - off_share(b))
+        .zip(b)
+        .map(|(x, y)| off_share(y) - off_share(x))
         .collect();
     let n = d.len() as u64;
     if n == 0 {
@@ -156,14 +158,14 @@ mod tests {
     }
 
     /// A head that sleeps 5 % of each sample takes no more CPU time, only more wall time: CPU
-    /// time would hide it, so the round falls back to wall time.
+    /// time would hide it, so the round falls back to wall time, in either order of the sides.
     #[test]
     fn wall_time_when_the_head_waits_off_the_cpu() {
         let base = vec![t(1e6, 1e6); 12];
         let head = vec![t(1.05e6, 1e6); 12];
-        assert_eq!(choose(&base, &head, true), Err(WallBecause::HeadWaits));
-        // The base waiting more is no reason: CPU time can only make the head look slower there.
-        assert_eq!(choose(&head, &base, true), Ok(()));
+        assert_eq!(choose(&base, &head, true), Err(WallBecause::WaitsDiffer));
+        // The sides come in the round's order (AB or BA): the same whichever is first.
+        assert_eq!(choose(&head, &base, true), Err(WallBecause::WaitsDiffer));
         // Too few pairs to tell, or too small a difference: CPU time.
         assert_eq!(choose(&base[..5], &head[..5], true), Ok(()));
         let slight = vec![t(1.005e6, 1e6); 12];
