@@ -395,6 +395,14 @@ pub struct E2eConfig {
     /// `engine profile` call per round.
     #[serde(default = "default_e2e_runs")]
     pub runs: u32,
+    /// Paired rounds only: after the `runs` minimum, more ABBA request pairs until the round's
+    /// requests (both sides, the untimed decode after each switch included) took this long, at
+    /// most [`E2E_MAX_RUNS`] per side. A run's timing is uneven on its own (on the 2-vCPU VM a
+    /// 4 ms tiny-model run spreads 10-16 % in thread CPU time), so a fast model gets its round
+    /// noise down by more runs, and a slow one (a SmolLM2 CPU run, about a second) stays at
+    /// `runs`. 0: exactly `runs`.
+    #[serde(default = "default_e2e_measurement")]
+    pub measurement_s: f64,
     /// Untimed whole runs before them.
     #[serde(default = "default_e2e_warmups")]
     pub warmups: u32,
@@ -421,6 +429,11 @@ pub struct E2eConfig {
 fn default_e2e_runs() -> u32 {
     3
 }
+fn default_e2e_measurement() -> f64 {
+    1.5
+}
+/// The most timed decodes per side in one paired round, whatever `e2e.measurement_s` says.
+pub const E2E_MAX_RUNS: u32 = 1000;
 fn default_e2e_warmups() -> u32 {
     1
 }
@@ -444,6 +457,15 @@ impl E2eConfig {
     fn validate(&self) -> Result<(), (String, String)> {
         if self.runs == 0 {
             return Err(("e2e.runs".into(), "must be at least 1".into()));
+        }
+        if !(self.measurement_s.is_finite() && (0.0..=600.0).contains(&self.measurement_s)) {
+            return Err((
+                "e2e.measurement_s".into(),
+                format!(
+                    "{}: seconds of paired requests per round, from 0 (exactly `runs`) to 600",
+                    self.measurement_s
+                ),
+            ));
         }
         if self.tokens < 2 || self.decode_skip.saturating_add(1) >= self.tokens {
             return Err((
@@ -1001,6 +1023,22 @@ mod tests {
         let e =
             err("packages: [engine]\ndefault_suite: s\nsuites:\n  s:\n    description: nothing\n");
         assert!(e.contains("key `suites.s`") && e.contains("e2e"), "{e}");
+        for bad in ["-1", "1e9", ".nan"] {
+            let text = with("      model: tiny\n      goldens: all\n")
+                .replace("e2e:\n", &format!("e2e:\n  measurement_s: {bad}\n"));
+            let e = err(&text);
+            assert!(e.contains("key `e2e.measurement_s`"), "{bad}: {e}");
+        }
+        let ok = with("      model: tiny\n      goldens: all\n")
+            .replace("e2e:\n", "e2e:\n  measurement_s: 0\n");
+        assert_eq!(
+            Config::parse(&ok, Path::new("h.yaml"))
+                .unwrap()
+                .e2e
+                .unwrap()
+                .measurement_s,
+            0.0
+        );
         let e = err(&with(
             "      model: tiny\n      goldens: all\n      devices: [tpu]\n",
         ));

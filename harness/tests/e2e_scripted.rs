@@ -25,6 +25,7 @@ policy:
   confirmation_rounds: 4
 e2e:
   runs: 3
+  measurement_s: 0
   decode_skip: 1
   cases:
     tiny:
@@ -640,6 +641,68 @@ fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_row
     // Each timed decode is a sample of the round, paired.
     let samples = &step["base"]["runs_ms"].as_array().unwrap()[0];
     assert_eq!(samples.as_array().unwrap().len(), 3, "{step}");
+}
+
+/// `e2e.measurement_s` sizes a paired round by time: after the `runs` minimum, more ABBA pairs
+/// until the requests took that long, ending on a whole quad (an even count per side).
+#[test]
+fn a_paired_round_asks_for_more_runs_until_its_measurement_time() {
+    let s = Setup::new();
+    let log = s.bin.join("requests.log");
+    let base = s.script(
+        "engine-base",
+        &serving_engine_script("B", GOOD, 1.0, 0.5, &log),
+    );
+    let head = s.script(
+        "engine-head",
+        &serving_engine_script("H", GOOD, 1.0, 0.5, &log),
+    );
+    let config = s.bin.join("timed.yaml");
+    fs::write(
+        &config,
+        CONFIG.replace("  measurement_s: 0\n", "  measurement_s: 0.4\n"),
+    )
+    .unwrap();
+    let oracle = s.oracle();
+    let o = s.harness(&[
+        "compare",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--no-profile",
+        "--device",
+        "cpu",
+        "--config",
+        &config.display().to_string(),
+        "--engine-bin",
+        &format!("base={}", base.display()),
+        "--engine-bin",
+        &format!("head={}", head.display()),
+        "--oracle-bin",
+        &oracle,
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    let step = row(&v, "speed", "tiny/g1/cpu-f32");
+    for side in ["base", "head"] {
+        let rounds = step[side]["runs_ms"].as_array().unwrap();
+        assert!(!rounds.is_empty(), "{step}");
+        for r in rounds {
+            let n = r.as_array().unwrap().len();
+            // The fake answers a request in a few ms: 0.4 s holds far more than the 3 of `runs`.
+            assert!(n >= 10 && n % 2 == 0, "{n} runs in a round: {step}");
+        }
+    }
 }
 
 /// A hung `engine profile` (the text case only) and then a hung `oracle decode` are killed at

@@ -22,7 +22,7 @@ pub mod tools;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::{E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
+use crate::config::{E2E_MAX_RUNS, E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
 use crate::measure::clock::{self, Timing};
 use crate::measure::serve::{SAMPLING_MODE_WARM, clocked_sample, pair_layout};
 use crate::measure::{Affinity, Measured, Measurer, TargetPlan};
@@ -820,10 +820,19 @@ impl Measurer for E2eMeasurer<'_> {
         // decode after the other engine ran is not timed: it finds the caches holding the other
         // engine's model, and its prefill took ~40 % longer than the next one's on the tiny
         // model (harness/eval/results/noise/ground-truth/; STATS.md section 11).
+        // The round is sized by time as well (`e2e.measurement_s`): after the `runs` minimum,
+        // more pairs until the requests took that long, stopping only after whole ABBA quads so
+        // both orders count alike.
         let mut runs: [Vec<tools::ServedRun>; 2] = Default::default();
         let mut failure = None;
         let mut last = None;
-        'requests: for i in 0..self.cfg.runs.max(1) {
+        let min_runs = self.cfg.runs.max(1);
+        let budget = std::time::Duration::from_secs_f64(self.cfg.measurement_s);
+        let started = std::time::Instant::now();
+        'requests: for i in 0..E2E_MAX_RUNS.max(min_runs) {
+            if i >= min_runs && (budget.is_zero() || (i % 2 == 0 && started.elapsed() >= budget)) {
+                break;
+            }
             let turn = if i % 2 == 0 { [0, 1] } else { [1, 0] };
             for k in turn {
                 let warm = if last == Some(k) {
