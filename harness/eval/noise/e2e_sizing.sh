@@ -6,7 +6,7 @@ set -eu
 out=$1; n=${2:-5}
 here=$(dirname "$0")
 mkdir -p "$out"
-sed 's/^  measurement_s: .*/  measurement_s: 0/' "$here/e2e.yaml" > "$out/e2e-runs10.yaml"
+sed '/^e2e:/,/^[a-z]/ s/^  measurement_s: .*/  measurement_s: 0/' "$here/e2e.yaml" > "$out/e2e-runs10.yaml"
 cp "$here/e2e.yaml" "$out/e2e-timed.yaml"
 i=1
 while [ "$i" -le "$n" ]; do
