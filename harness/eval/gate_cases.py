@@ -19,6 +19,12 @@ Usage:
   python3 harness/eval/gate_cases.py run --harness target/release/harness \\
       --case add-extra-copy:case-kernels --out harness/eval/results/cases
   python3 harness/eval/gate_cases.py table --out harness/eval/results/cases
+The corpus (harness/eval/corpus/, its reach in reach.json), under one-core load:
+  python3 harness/eval/gate_cases.py run --harness target/release/harness \\
+      --cases-dir harness/eval/corpus --config harness.yaml --load one-core \\
+      --case bcast-no-dim-merge:full --out harness/eval/results/corpus/one-core
+  python3 harness/eval/gate_cases.py table --cases-dir harness/eval/corpus \\
+      --ground harness/eval/results/corpus/ground-truth --out harness/eval/results/corpus/one-core
 Standard library only. Every child process has a deadline.
 """
 
@@ -29,6 +35,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluate import Load  # noqa: E402  (the same one-core busy loop as the A/A runs)
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "harness" / "eval" / "cases"
@@ -93,19 +102,40 @@ def run_cases(a):
                "--out", str(dest.resolve()), "--fail-on", "never", "--no-profile"]
         log(f"{name}: {' '.join(cmd)}")
         started = time.time()
-        p = subprocess.run(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, timeout=COMPARE_TIMEOUT_S)
+        with Load(a.load) as ld:
+            load_rec = ld.record()
+            p = subprocess.run(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, timeout=COMPARE_TIMEOUT_S)
         (dest).mkdir(parents=True, exist_ok=True)
         (dest / "stderr.txt").write_text(p.stderr)
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         meta = {"case": name, "suite": suite, "base": rev, "exit": p.returncode,
                 "wall_s": round(time.time() - started, 1), "loadavg_after": load,
-                "condition": a.condition}
+                "condition": "quiet" if a.load == "none" else a.load, "load": load_rec}
         (dest / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
         log(f"{name}: exit {p.returncode} in {meta['wall_s']:.0f} s -> {dest}")
         if p.returncode not in (0, 1):
             log(p.stderr[-2000:])
+
+
+def reach_patterns(cases_dir):
+    """Per case, one regular expression for the rows its patch can reach: `reach.json` of the
+    cases directory where there is one (the corpus: a list of patterns per case), else `REACH`."""
+    f = Path(cases_dir) / "reach.json"
+    if not f.is_file():
+        return dict(REACH)
+    return {name: "|".join(f"(?:{p})" for p in c["reach"]) or r"^$"
+            for name, c in json.loads(f.read_text()).items()}
+
+
+def result_rows(res):
+    """(id, status, threshold, change) of every benchmark and end-to-end speed row."""
+    rows = [(b["id"], b["status"], b.get("threshold"), b.get("change") or {})
+            for b in res.get("benches", [])]
+    for r in ((res.get("e2e") or {}).get("speed") or []):
+        rows.append((r["id"], r["status"], r.get("threshold"), r.get("change") or {}))
+    return rows
 
 
 def pct(x):
@@ -117,21 +147,21 @@ def table(a):
     lines = ["| case | run | row | gate | gate change [interval] | δ | true change [95 %] | "
              "check |", "|---|---|---|---|---|---|---|---|"]
     violations, checked, counts = [], 0, {}
+    reach_of = reach_patterns(a.cases_dir)
     for case_dir in sorted(p for p in out.iterdir() if p.is_dir()):
-        truth_file = GROUND / case_dir.name / "ground-truth.json"
+        truth_file = Path(a.ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
         for run in sorted(case_dir.glob("run-*")):
             res_file = run / "results.json"
             if not res_file.is_file():
                 continue
             res = json.loads(res_file.read_text())
-            for b in res["benches"]:
-                bid, status = b["id"], b["status"]
-                thr = b.get("threshold") or 0.03
-                ch = b.get("change") or {}
+            for bid, status, thr, ch in result_rows(res):
+                thr = thr or 0.03
                 est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
                 t = truth.get(bid)
-                reach = re.search(REACH.get(case_dir.name, ""), bid) is not None
+                # A case without a reach reaches every row (no row of it is untouched by construction).
+                reach = re.search(reach_of.get(case_dir.name, ""), bid) is not None
                 tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
@@ -174,10 +204,14 @@ def main():
     r.add_argument("--cases-dir", default=str(CASES),
                    help="where the NAME.patch files are (default harness/eval/cases)")
     r.add_argument("--work", default=str(Path.home() / ".cache" / "decoder-gate" / "gate-cases"))
-    r.add_argument("--condition", default="quiet", help="recorded with the run (quiet, one-core)")
+    r.add_argument("--load", choices=["none", "one-core"], default="none",
+                   help="one-core: a busy loop pinned to CPU 0 for each compare (evaluate.py's)")
     r.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "cases"))
     t = sub.add_parser("table")
     t.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "cases"))
+    t.add_argument("--cases-dir", default=str(CASES),
+                   help="where the cases are: their reach.json, if any, gives each case's reach")
+    t.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     a = ap.parse_args()
     run_cases(a) if a.cmd == "run" else table(a)
 

@@ -142,7 +142,9 @@ def measure(exe, filt, args, home):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", required=True, help="a patch name under harness/eval/cases/")
+    ap.add_argument("--case", required=True, help="a patch name under --cases-dir")
+    ap.add_argument("--cases-dir", default=str(CASES),
+                    help="where the NAME.patch files are (default harness/eval/cases)")
     ap.add_argument("--rev", default="HEAD", help="base revision (default HEAD)")
     ap.add_argument("--targets", default="kernels,matmul,sampling,kv_cache,tokenization,decode",
                     help="bench targets to build and run")
@@ -155,7 +157,7 @@ def main():
                                                    "ground-truth"))
     ap.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "ground-truth"))
     a = ap.parse_args()
-    patch = CASES / f"{a.case}.patch"
+    patch = Path(a.cases_dir) / f"{a.case}.patch"
     if not patch.is_file():
         raise SystemExit(f"error: --case {a.case}: no {patch}")
     rev = run(["git", "-C", str(REPO), "rev-parse", a.rev]).stdout.strip()
