@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Per-process speed of one served benchmark: start the bench executable N times (each pinned to
+one CPU, serving BENCH as the harness does), time a few samples in each, and print each
+process's best ns per iteration beside the low 12 bits of its stack start (`startstack` of
+/proc/PID/stat: the stack's placement within a 4 KiB page, randomised per process). A row
+whose processes fall into a fast and a slow group, with the group set by the stack offset, has a
+placement cause (a buffer on the stack straddling a cache line or a page) rather than the host.
+
+Usage: process_speeds.py EXE BENCH [--processes 40] [--iters N] [--samples 5] [--cpu 1]
+Standard library only; every process has a deadline.
+"""
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import time
+
+
+def read_line(p, deadline):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        left = deadline - time.time()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            raise TimeoutError("no answer")
+        c = p.stdout.read1(1) if hasattr(p.stdout, "read1") else p.stdout.read(1)
+        if not c:
+            raise EOFError("closed")
+        buf += c
+    return buf.decode()
+
+
+def one(exe, bench, iters, samples, cpu):
+    env = {**os.environ, "HARNESS_BENCH_SERVE": bench}
+    p = subprocess.Popen(["taskset", "-c", str(cpu), exe, "--bench"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    try:
+        while True:
+            line = read_line(p, deadline)
+            if line.startswith("harness-serve ready"):
+                break
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        startstack = int(fields[25])  # field 28 of stat; fields[0] is field 3
+        best_wall, best_cpu = [], []
+        for _ in range(samples):
+            p.stdin.write(f"{iters}\n".encode())
+            p.stdin.flush()
+            while True:
+                parts = read_line(p, deadline).split()
+                if parts[0] == "harness-serve" and parts[1].isdigit():
+                    break
+            n = int(parts[1])
+            best_wall.append(int(parts[2]) / n)
+            if len(parts) >= 4:
+                best_cpu.append(int(parts[3]) / n)
+        return {"pid": p.pid, "startstack": startstack, "stack_in_page": startstack % 4096,
+                "ns_wall": min(best_wall), "ns_cpu": min(best_cpu) if best_cpu else None}
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("exe")
+    ap.add_argument("bench")
+    ap.add_argument("--processes", type=int, default=40)
+    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--cpu", type=int, default=1)
+    ap.add_argument("--json", help="also write the rows here")
+    a = ap.parse_args()
+    rows = [one(a.exe, a.bench, a.iters, a.samples, a.cpu) for _ in range(a.processes)]
+    med = statistics.median(r["ns_cpu"] or r["ns_wall"] for r in rows)
+    for r in sorted(rows, key=lambda r: r["stack_in_page"]):
+        t = r["ns_cpu"] or r["ns_wall"]
+        print(f"stack +{r['stack_in_page']:4d} (0x{r['stack_in_page']:03x})  "
+              f"{t:9.1f} ns  {t / med:5.2f}x {'SLOW' if t > 1.5 * med else ''}")
+    slow = sum((r["ns_cpu"] or r["ns_wall"]) > 1.5 * med for r in rows)
+    print(f"{a.bench}: {slow} of {len(rows)} processes > 1.5x the median ({med:.1f} ns)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"bench": a.bench, "exe": a.exe, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
