@@ -3,6 +3,7 @@
 //! (one per stage and per round), so a CI log shows the run moving.
 
 use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -21,9 +22,66 @@ impl Progress for Silent {
     fn rounds(&self, _done: u64, _total: u64, _what: &str) {}
 }
 
-/// Progress on stderr: a bar on a TTY, one line per stage and round otherwise.
+/// Progress on stderr: a bar on a TTY, plain lines otherwise ([`PlainLines`]).
 pub struct Ui {
     bar: Option<ProgressBar>,
+    plain: std::sync::Mutex<PlainLines>,
+}
+
+/// The plain progress lines of a log that is not a terminal (CI): one when a round starts, and
+/// at least one a minute while a round runs (the full suite's first pass is ten minutes of
+/// rounds of a minute or more each), each with the units done, the units of the pass and the
+/// time the pass has left at its pace so far, so a long pass never looks like a hang.
+#[derive(Debug, Default)]
+pub struct PlainLines {
+    /// When the current pass (a run of calls with one `total`) started.
+    started: Option<Instant>,
+    total: u64,
+    last_key: Option<String>,
+    last_print: Option<Instant>,
+}
+
+/// At most this long between two plain lines while units are done.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(60);
+
+impl PlainLines {
+    /// The line to print for this report, if any.
+    pub fn report(&mut self, now: Instant, done: u64, total: u64, what: &str) -> Option<String> {
+        if what == "done" || (total > 0 && done >= total) {
+            self.started = None;
+            self.last_key = None;
+            return Some(format!("[{total}/{total}] {what}"));
+        }
+        if self.started.is_none() || total != self.total || done == 0 {
+            self.started = Some(now);
+            self.total = total;
+        }
+        // "round 3 paired matmul/…" and "round 3 base tiny/…" both belong to round 3.
+        let key = what
+            .strip_prefix("round ")
+            .and_then(|r| r.split_whitespace().next())
+            .map(|n| format!("round {n}"))
+            .unwrap_or_else(|| what.to_string());
+        let due = self.last_key.as_deref() != Some(key.as_str())
+            || self
+                .last_print
+                .is_none_or(|t| now.duration_since(t) >= PLAIN_EVERY);
+        if !due {
+            return None;
+        }
+        self.last_key = Some(key);
+        self.last_print = Some(now);
+        let elapsed = self
+            .started
+            .map_or(0.0, |t| now.duration_since(t).as_secs_f64());
+        let left = if done > 0 && elapsed >= 5.0 {
+            let min = elapsed / done as f64 * (total - done) as f64 / 60.0;
+            format!(", about {min:.1} min left in this pass")
+        } else {
+            String::new()
+        };
+        Some(format!("[{done}/{total}] {what}{left}"))
+    }
 }
 
 impl Ui {
@@ -38,7 +96,10 @@ impl Ui {
             );
             b
         });
-        Ui { bar }
+        Ui {
+            bar,
+            plain: std::sync::Mutex::new(PlainLines::default()),
+        }
     }
 }
 
@@ -66,8 +127,14 @@ impl Progress for Ui {
                 }
             }
             None => {
-                if what.starts_with("round") && what.contains(" base ") || what == "done" {
-                    eprintln!("[{done}/{total}] {what}");
+                let line = self.plain.lock().unwrap_or_else(|e| e.into_inner()).report(
+                    Instant::now(),
+                    done,
+                    total,
+                    what,
+                );
+                if let Some(line) = line {
+                    eprintln!("{line}");
                 }
             }
         }
@@ -80,5 +147,51 @@ impl Progress for Ui {
                 b.tick();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_come_once_per_round_and_at_least_once_a_minute_with_the_time_left() {
+        let mut p = PlainLines::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(
+            p.report(at(0), 0, 100, "round 1 paired add/f32/small")
+                .as_deref(),
+            Some("[0/100] round 1 paired add/f32/small")
+        );
+        // The same round, within the minute: nothing.
+        assert_eq!(
+            p.report(at(10), 5, 100, "round 1 paired add/f32/medium"),
+            None
+        );
+        // The same round, a minute after the last line: a line, with the pace so far
+        // (10 units in 70 s: 90 more take 10.5 min).
+        assert_eq!(
+            p.report(at(70), 10, 100, "round 1 paired add/f32/large")
+                .as_deref(),
+            Some("[10/100] round 1 paired add/f32/large, about 10.5 min left in this pass")
+        );
+        // A new round prints at once.
+        let l = p
+            .report(at(80), 11, 100, "round 2 paired add/f32/small")
+            .unwrap();
+        assert!(l.starts_with("[11/100] round 2 paired"), "{l}");
+        assert_eq!(p.report(at(81), 12, 100, "round 2 base tiny/a"), None);
+        assert_eq!(
+            p.report(at(90), 100, 100, "done").as_deref(),
+            Some("[100/100] done")
+        );
+        // A new pass (another total) starts its own clock.
+        let l = p.report(at(95), 0, 12, "round 9 paired x").unwrap();
+        assert_eq!(l, "[0/12] round 9 paired x");
+        let l = p
+            .report(at(300), 6, 12, "instructions add/f32/small")
+            .unwrap();
+        assert!(l.ends_with("about 3.4 min left in this pass"), "{l}");
     }
 }
