@@ -1,7 +1,6 @@
 //! The cache layout: one directory per repository under the cache root
 //! (`$HARNESS_CACHE_DIR`, else the XDG cache), holding the slots (`worktrees/{base,head}`), the
-//! persistent target dir both slots build into (`target/shared`), each side's copy of its
-//! end-to-end binaries (`bins/{base,head,working-tree}`), run scratch (`runs/`), the last run's outputs
+//! persistent target dirs (`target/{base,head}`), run scratch (`runs/`), the last run's outputs
 //! (`last-run/`, `last-e2e/`), the calibration profiles (`profiles/<host fingerprint>.json`) and
 //! the instruction counts (`instructions/`, keyed by valgrind, executable bytes and benchmark).
 
@@ -57,32 +56,17 @@ pub fn default_cache_root() -> PathBuf {
     base.join("decoder-gate").join("harness")
 }
 
-/// The persistent cargo target dir both slots build into: `<cache>/target/shared`. One dir, so
-/// the dependencies, most of a build from nothing, are compiled once for both revisions (on the
-/// 2-vCPU CI machine each slot's cold bench build took 5.3-6.6 min in a dir of its own). The two
-/// slots' own packages stay apart: they live at different paths (`worktrees/base`,
-/// `worktrees/head`), cargo's package id includes the path, and every artifact's file name
-/// carries a hash of it, so a bench executable (`release/deps/<name>-<hash>`, the path cargo
-/// reports) is each side's own. Only the uplifted binaries (`release/engine`, `release/oracle`)
-/// share one name: [`bin_dir`] keeps each side's copy of those.
-pub fn shared_target_dir(cache_dir: &Path) -> PathBuf {
-    cache_dir.join("target").join("shared")
-}
-
-/// Where a build's end-to-end binaries are copied right after it (`<cache>/bins/<name>`), since
-/// the next build in the shared target dir writes the same `release/engine`.
-pub fn bin_dir(cache_dir: &Path, name: &str) -> PathBuf {
-    cache_dir.join("bins").join(name)
-}
-
-/// Removes the per-side target dirs of the layout before the shared one (`target/base`,
-/// `target/head`: several GB each that nothing reads any more); returns the ones removed.
-pub fn remove_old_target_dirs(cache_dir: &Path) -> Vec<PathBuf> {
-    [Side::Base, Side::Head]
-        .iter()
-        .map(|s| cache_dir.join("target").join(s.name()))
-        .filter(|d| d.is_dir() && std::fs::remove_dir_all(d).is_ok())
-        .collect()
+/// A side's persistent cargo target dir: `<cache>/target/{base,head}`.
+///
+/// **Invariant: one target dir per side, never shared.** Cargo names a workspace member's
+/// artifacts by a hash of its path *relative to the workspace root*, so the two slots (two
+/// worktrees of one repository) produce the same file names (`release/deps/kernels-<hash>`):
+/// in one shared dir the head's build replaced the base's bench executables (tried on
+/// 2026-12-03 to compile the dependencies once; base and head then ran the same binary). The
+/// price is the dependencies built twice from empty caches (5.3-6.6 min per slot on the 2-vCPU
+/// CI machine).
+pub fn slot_target_dir(cache_dir: &Path, side: Side) -> PathBuf {
+    cache_dir.join("target").join(side.name())
 }
 
 pub fn profile_path(cache_dir: &Path, fingerprint: &str) -> PathBuf {
@@ -123,25 +107,4 @@ pub fn load_profile(
         return Ok(None);
     }
     Ok(Some((profile, path)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_slots_share_one_target_dir_and_the_old_per_side_dirs_go() {
-        let d = tempfile::TempDir::new().unwrap();
-        let c = d.path();
-        assert_eq!(shared_target_dir(c), c.join("target").join("shared"));
-        assert_ne!(bin_dir(c, "base"), bin_dir(c, "head"));
-        for s in ["base", "head", "shared"] {
-            std::fs::create_dir_all(c.join("target").join(s).join("release")).unwrap();
-        }
-        let mut gone = remove_old_target_dirs(c);
-        gone.sort();
-        assert_eq!(gone, [c.join("target/base"), c.join("target/head")]);
-        assert!(shared_target_dir(c).join("release").is_dir());
-        assert!(remove_old_target_dirs(c).is_empty());
-    }
 }

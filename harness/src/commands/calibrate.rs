@@ -11,7 +11,7 @@ use super::Common;
 use super::compare::CompareOptions;
 use super::e2e::E2eOptions;
 use crate::build::build_side;
-use crate::cache::{ProfileChoice, profile_path, shared_target_dir};
+use crate::cache::{ProfileChoice, profile_path, slot_target_dir};
 use crate::gate::inputs_from;
 use crate::git::{Checkout, Repo};
 use crate::host;
@@ -96,7 +96,7 @@ pub fn calibrate(
     let exes = build_side(
         Side::Base,
         &wt.path,
-        &shared_target_dir(&opts.cache_dir),
+        &slot_target_dir(&opts.cache_dir, Side::Base),
         &opts.config,
         &targets,
         progress,

@@ -13,9 +13,7 @@ use anyhow::{Context, bail};
 use super::e2e::{E2eOptions, e2e_tools, parse_side_bins};
 use super::{Common, Format};
 use crate::build::{BenchExes, build_side};
-use crate::cache::{
-    ProfileChoice, bin_dir, load_profile, remove_old_target_dirs, shared_target_dir,
-};
+use crate::cache::{ProfileChoice, load_profile, slot_target_dir};
 use crate::config::{Config, CriterionSettings, FailOn, InstructionRows};
 use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
@@ -254,17 +252,11 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut benches = Vec::new();
     let mut sampling = None;
     let mut lost_time = Vec::new();
-    for old in remove_old_target_dirs(&opts.cache_dir) {
-        progress.stage(&format!(
-            "removed {} (the slots share one target dir now)",
-            old.display()
-        ));
-    }
     if !targets.is_empty() {
         let base_exes = build_side(
             Side::Base,
             &base_wt.path,
-            &shared_target_dir(&opts.cache_dir),
+            &slot_target_dir(&opts.cache_dir, Side::Base),
             &opts.config,
             &targets,
             progress,
@@ -274,7 +266,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         let head_exes = build_side(
             Side::Head,
             &head_wt.path,
-            &shared_target_dir(&opts.cache_dir),
+            &slot_target_dir(&opts.cache_dir, Side::Head),
             &opts.config,
             &targets,
             progress,
@@ -341,8 +333,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 let tools = e2e_tools(
                     side,
                     &wt.path,
-                    &shared_target_dir(&opts.cache_dir),
-                    &bin_dir(&opts.cache_dir, side.name()),
+                    &slot_target_dir(&opts.cache_dir, side),
                     &opts.config,
                     &opts.e2e,
                     cuda,

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 
 use super::{Common, Format};
 use crate::build::{BinsRequest, build_e2e_bins};
-use crate::cache::{bin_dir, shared_target_dir};
+use crate::cache::slot_target_dir;
 use crate::config::{Config, FailOn};
 use crate::e2e::tools::Tools;
 use crate::e2e::{self, SideEnv};
@@ -141,13 +141,11 @@ fn prebuilt(flag: &str, p: &Path) -> Result<PathBuf, String> {
 }
 
 /// One side's `engine`/`oracle`: the prebuilt ones when given, else built in its worktree with
-/// the shared target dir and copied into `bin_dir` (`cache::bin_dir`: the other side's build
-/// writes the same `release/engine` next).
+/// its slot's target dir.
 pub fn e2e_tools(
     side: Side,
     dir: &Path,
     target_dir: &Path,
-    bin_dir: &Path,
     config: &Config,
     opts: &E2eOptions,
     cuda: bool,
@@ -196,23 +194,9 @@ pub fn e2e_tools(
         }
         m
     })?;
-    let keep = |built: &Path| -> Result<PathBuf, String> {
-        let name = built
-            .file_name()
-            .ok_or("a built binary without a file name")?;
-        let to = bin_dir.join(name);
-        // Copied beside and renamed over: a process still running the old copy keeps it.
-        let part = bin_dir.join(format!(".{}.part", name.to_string_lossy()));
-        std::fs::create_dir_all(bin_dir)
-            .and_then(|()| std::fs::copy(built, &part))
-            .and_then(|_| std::fs::rename(&part, &to))
-            .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), to.display()))?;
-        Ok(to)
-    };
-    let (engine, oracle) = (keep(&bins.engine)?, keep(&bins.oracle)?);
     Ok(Tools {
-        engine: given_engine.unwrap_or(engine),
-        oracle: given_oracle.unwrap_or(oracle),
+        engine: given_engine.unwrap_or(bins.engine),
+        oracle: given_oracle.unwrap_or(bins.oracle),
         deadline: config.deadlines.e2e(),
     })
 }
@@ -289,8 +273,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
     let tools = e2e_tools(
         Side::Head,
         &root,
-        &shared_target_dir(&opts.cache_dir),
-        &bin_dir(&opts.cache_dir, "working-tree"),
+        &slot_target_dir(&opts.cache_dir, Side::Head),
         &opts.config,
         &opts.e2e,
         cuda,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Common;
 use crate::build::build_side;
-use crate::cache::shared_target_dir;
+use crate::cache::slot_target_dir;
 use crate::config::{AffinityConfig, CriterionSettings, Pin};
 use crate::git::{Checkout, Repo};
 use crate::host;
@@ -409,7 +409,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
     let exes = build_side(
         Side::Base,
         &wt.path,
-        &shared_target_dir(&r.cache_dir),
+        &slot_target_dir(&r.cache_dir, Side::Base),
         config,
         &targets,
         progress,
