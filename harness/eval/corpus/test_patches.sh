@@ -16,7 +16,7 @@ trap 'git -C "$repo" worktree remove --force "$wt"' EXIT
 cases=${*:-$(cd "$here" && ls *.patch | sed 's/\.patch$//')}
 for c in $cases; do
   [ -s "$out/$c.txt" ] && continue
-  git -C "$wt" checkout -q --detach "$rev" && git -C "$wt" checkout -q -- . && git -C "$wt" clean -qfd
+  git -C "$wt" reset -q --hard "$rev" && git -C "$wt" clean -qfd
   if ! git -C "$wt" apply "$here/$c.patch"; then
     echo "$c: does not apply at $rev" > "$out/$c.txt"; continue
   fi
