@@ -573,6 +573,36 @@ esac
     )
 }
 
+/// `harness compare` of HEAD with itself on the CPU, `base` and `head` as the two sides'
+/// engines (prebuilt scripts), the fake oracle, JSON out, and `extra` flags.
+fn compare_served(s: &Setup, base: &Path, head: &Path, extra: &[&str]) -> Output {
+    let oracle = s.oracle();
+    let (base, head) = (
+        format!("base={}", base.display()),
+        format!("head={}", head.display()),
+    );
+    let mut args = vec![
+        "compare",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--no-profile",
+        "--device",
+        "cpu",
+        "--engine-bin",
+        &base,
+        "--engine-bin",
+        &head,
+        "--oracle-bin",
+        &oracle,
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    s.harness(&args)
+}
+
 #[test]
 fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_rows() {
     let s = Setup::new();
@@ -586,25 +616,7 @@ fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_row
         "engine-slow",
         &serving_engine_script("H", GOOD, 1.3, 0.5, &log),
     );
-    let oracle = s.oracle();
-    let o = s.harness(&[
-        "compare",
-        "--base",
-        "HEAD",
-        "--head",
-        "HEAD",
-        "--no-profile",
-        "--device",
-        "cpu",
-        "--engine-bin",
-        &format!("base={}", base.display()),
-        "--engine-bin",
-        &format!("head={}", slow.display()),
-        "--oracle-bin",
-        &oracle,
-        "--format",
-        "json",
-    ]);
+    let o = compare_served(&s, &base, &slow, &[]);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -663,29 +675,13 @@ fn a_paired_round_asks_for_more_runs_until_its_measurement_time() {
         CONFIG.replace("  measurement_s: 0\n", "  measurement_s: 0.4\n"),
     )
     .unwrap();
-    let oracle = s.oracle();
-    let o = s.harness(&[
-        "compare",
-        "--base",
-        "HEAD",
-        "--head",
-        "HEAD",
-        "--no-profile",
-        "--device",
-        "cpu",
-        "--config",
-        &config.display().to_string(),
-        "--engine-bin",
-        &format!("base={}", base.display()),
-        "--engine-bin",
-        &format!("head={}", head.display()),
-        "--oracle-bin",
-        &oracle,
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-    ]);
+    let config = config.display().to_string();
+    let o = compare_served(
+        &s,
+        &base,
+        &head,
+        &["--config", &config, "--fail-on", "never"],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
