@@ -2,7 +2,8 @@
 # Step 1 of the corpus procedure (README.md): each patch applied alone on REV, `cargo test -p
 # engine`, the result into OUT/<case>.txt (the test output's tail and the exit status). Cases
 # with a result already are skipped, so an interrupted run resumes. One throwaway worktree under
-# /tmp and its own target dir; the repository's working tree is not touched.
+# /tmp and its own target dir (no incremental state: a build killed mid-write once left it
+# corrupt, and four cases then failed to link); the repository's working tree is not touched.
 # Usage: harness/eval/corpus/test_patches.sh REV OUT [CASE...]
 set -u
 rev=$1; out=$2; shift 2
@@ -23,7 +24,7 @@ for c in $cases; do
   start=$(date +%s)
   # An hour: the first case builds every dependency in debug, and the SmolLM2 goldens take
   # 3-4 min in debug (a case after the first takes about 6 min in all).
-  (cd "$wt" && CARGO_TARGET_DIR="$repo/target/corpus-test" timeout 3600 cargo test -p engine 2>&1) > "$out/$c.log"
+  (cd "$wt" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR="$repo/target/corpus-test" timeout 3600 cargo test -p engine 2>&1) > "$out/$c.log"
   rc=$?
   if [ $rc -eq 124 ]; then
     # A timeout is no result: the case runs again on the next invocation.
