@@ -573,6 +573,21 @@ esac
     )
 }
 
+/// Two serving fake engines logging their requests to one file: the base at 1 ms per decode
+/// step, the head at `head_ms`, both with a 0.5 ms prefill. Returns (base, head, log).
+fn serving_pair(s: &Setup, head_ms: f64) -> (PathBuf, PathBuf, PathBuf) {
+    let log = s.bin.join("requests.log");
+    let base = s.script(
+        "engine-base",
+        &serving_engine_script("B", GOOD, 1.0, 0.5, &log),
+    );
+    let head = s.script(
+        "engine-head",
+        &serving_engine_script("H", GOOD, head_ms, 0.5, &log),
+    );
+    (base, head, log)
+}
+
 /// `harness compare` of HEAD with itself on the CPU, `base` and `head` as the two sides'
 /// engines (prebuilt scripts), the fake oracle, JSON out, and `extra` flags.
 fn compare_served(s: &Setup, base: &Path, head: &Path, extra: &[&str]) -> Output {
@@ -606,16 +621,8 @@ fn compare_served(s: &Setup, base: &Path, head: &Path, extra: &[&str]) -> Output
 #[test]
 fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_rows() {
     let s = Setup::new();
-    let log = s.bin.join("requests.log");
-    let base = s.script(
-        "engine-base",
-        &serving_engine_script("B", GOOD, 1.0, 0.5, &log),
-    );
     // 30 % slower decode steps, the same prefill.
-    let slow = s.script(
-        "engine-slow",
-        &serving_engine_script("H", GOOD, 1.3, 0.5, &log),
-    );
+    let (base, slow, log) = serving_pair(&s, 1.3);
     let o = compare_served(&s, &base, &slow, &[]);
     assert_eq!(
         o.status.code(),
@@ -660,15 +667,7 @@ fn serving_engines_are_timed_request_by_request_abba_with_decode_and_prefill_row
 #[test]
 fn a_paired_round_asks_for_more_runs_until_its_measurement_time() {
     let s = Setup::new();
-    let log = s.bin.join("requests.log");
-    let base = s.script(
-        "engine-base",
-        &serving_engine_script("B", GOOD, 1.0, 0.5, &log),
-    );
-    let head = s.script(
-        "engine-head",
-        &serving_engine_script("H", GOOD, 1.0, 0.5, &log),
-    );
+    let (base, head, _) = serving_pair(&s, 1.0);
     let config = s.bin.join("timed.yaml");
     fs::write(
         &config,

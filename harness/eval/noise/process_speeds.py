@@ -26,7 +26,7 @@ def read_line(p, deadline):
         left = deadline - time.time()
         if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
             raise TimeoutError("no answer")
-        c = p.stdout.read1(1) if hasattr(p.stdout, "read1") else p.stdout.read(1)
+        c = p.stdout.read1(1)
         if not c:
             raise EOFError("closed")
         buf += c
