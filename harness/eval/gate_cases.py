@@ -30,6 +30,7 @@ Standard library only. Every child process has a deadline.
 
 import argparse
 import json
+import math
 import re
 import subprocess
 import sys
@@ -193,6 +194,97 @@ def table(a):
         print(f"violation: {v}")
 
 
+def binom_sf(k, n, p):
+    """P(X >= k) for X ~ Binomial(n, p), exact."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def clopper_pearson(k, n, confidence=0.95):
+    """The exact (Clopper-Pearson) interval of a rate, k successes in n trials: the p where
+    P(X >= k) and P(X <= k) reach (1 - confidence) / 2, found by bisection on the exact binomial
+    tails (no beta quantile in the standard library). (0, 1) for n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    a = (1 - confidence) / 2
+
+    def solve(f):  # the p in [0, 1] where the increasing f(p) crosses a
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < a else (lo, mid)
+        return (lo + hi) / 2
+    lower = 0.0 if k == 0 else solve(lambda p: binom_sf(k, n, p))
+    # P(X <= k | p) = P(n - X >= n - k | 1 - p): the upper bound is 1 - the q where that
+    # (increasing in q) tail reaches a.
+    upper = 1.0 if k == n else 1 - solve(lambda q: binom_sf(n - k, n, q))
+    return lower, upper
+
+
+BUCKETS = ["< δ", "δ to 5 %", "5 to 10 %", "≥ 10 %"]
+
+
+def bucket_of(change, thr):
+    """The true-effect bucket of a row: its ground-truth point estimate against its δ."""
+    if change < thr:
+        return BUCKETS[0]
+    return BUCKETS[1] if change < 0.05 else BUCKETS[2] if change < 0.10 else BUCKETS[3]
+
+
+def threads_of(bid):
+    """`two` for the two-thread matmuls, `single` for every other row (corpus/README.md)."""
+    return "two" if re.search(r"_t2/", bid) else "single"
+
+
+def bucket_rows(out, ground, reach_of):
+    """(threads, bucket, status) of every gate row that has a ground truth, in every run under
+    `out`, and the runs' wall times."""
+    rows, walls = [], []
+    for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
+        truth_file = Path(ground) / case_dir.name / "ground-truth.json"
+        truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
+        for run in sorted(case_dir.glob("run-*")):
+            meta = run / "run.json"
+            if meta.is_file():
+                walls.append(json.loads(meta.read_text())["wall_s"])
+            res_file = run / "results.json"
+            if not res_file.is_file():
+                continue
+            for bid, status, thr, _ in result_rows(json.loads(res_file.read_text())):
+                t = truth.get(bid)
+                if t is None or not re.search(reach_of.get(case_dir.name, ""), bid):
+                    continue
+                rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
+    return rows, walls
+
+
+def buckets(a):
+    """Detection by true-effect bucket per condition, 🔴 share with its Clopper-Pearson 95 %
+    interval; the issue's targets (single-threaded rows ≥ 5 %, two-thread rows ≥ 10 %) apart."""
+    reach_of = reach_patterns(a.cases_dir)
+    lines = ["| condition | threads | true slowdown | rows | 🔴 | ⚠️ | ❔ | ✅ | 🔴 share [95 % CP] |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for out in a.out:
+        rows, walls = bucket_rows(out, a.ground, reach_of)
+        cond = Path(out).name
+        groups = [(th, [b]) for th in ("single", "two") for b in BUCKETS]
+        groups += [("single", BUCKETS[2:]), ("two", BUCKETS[3:])]
+        for th, bs in groups:
+            sel = [st for t, b, st in rows if t == th and b in bs]
+            if not sel:
+                continue
+            n, k = len(sel), sel.count("regression")
+            lo, hi = clopper_pearson(k, n)
+            label = bs[0] if len(bs) == 1 else f"**{bs[0].replace(' to 10 %', '')} or more (target)**"
+            lines.append(f"| {cond} | {th} | {label} | {n} | {k} | {sel.count('possible_regression')} "
+                         f"| {sel.count('too_noisy')} | {sel.count('no_change')} | "
+                         f"{100 * k / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] |")
+        if walls:
+            w = sorted(walls)
+            lines.append(f"| {cond} | wall time | {len(w)} runs | median {w[len(w) // 2] / 60:.1f} min, "
+                         f"max {w[-1] / 60:.1f} min | | | | | |")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -212,8 +304,13 @@ def main():
     t.add_argument("--cases-dir", default=str(CASES),
                    help="where the cases are: their reach.json, if any, gives each case's reach")
     t.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
+    b = sub.add_parser("buckets")
+    b.add_argument("--out", action="append", required=True,
+                   help="a condition's results directory (repeatable: quiet, one-core)")
+    b.add_argument("--cases-dir", default=str(CASES))
+    b.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     a = ap.parse_args()
-    run_cases(a) if a.cmd == "run" else table(a)
+    {"run": run_cases, "table": table, "buckets": buckets}[a.cmd](a)
 
 
 if __name__ == "__main__":

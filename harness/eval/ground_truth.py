@@ -11,6 +11,10 @@ estimates), the round's log ratio ln(case / base), and over the rounds the Hodge
 estimate with an exact signed-rank 95 % interval (the gate's `rule: resolution` uses the same
 method; here at the plain 95 % level, nothing corrected, longer runs and more rounds).
 
+With `--e2e`, also the tiny model's CPU e2e speed rows (decode step and prefill per golden
+prompt, in the thread's CPU time as the gate measures them): noise/e2e_ground_truth.py with both
+sides' `engine` binaries, after the benchmarks' rounds. `--targets ''` measures only those.
+
 Usage (one case at a time; resumable only by rerunning the case):
   python3 harness/eval/ground_truth.py --case gather-element-loop --filter '^gather/' \\
       --rounds 15 --out harness/eval/results/ground-truth
@@ -126,6 +130,55 @@ def build(tree, target_dir, targets):
     return exes
 
 
+def build_engine(tree, target_dir):
+    """The `engine` binary of `tree` (release, the target dir of its benchmarks)."""
+    cmd = ["cargo", "build", "--release", "--message-format=json", "-p", "engine", "--bin",
+           "engine"]
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
+    out = run(cmd, cwd=tree, env=env, timeout=BUILD_TIMEOUT_S).stdout
+    for line in out.splitlines():
+        try:
+            m = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and \
+                m["target"]["name"] == "engine":
+            return m["executable"]
+    raise SystemExit(f"error: {tree}: no engine executable")
+
+
+def e2e_rows(engines, tmp, rounds, requests):
+    """The tiny model's CPU e2e speed rows (`tiny/<golden>/cpu-f32` and `.../prefill`, as the
+    gate names them): per golden prompt of goldens/tiny/, `noise/e2e_ground_truth.py` with the
+    two engines (seed-0 tiny model, the golden's prompt ids and token count, one thread, both
+    pinned to one CPU), in the decoding thread's CPU time, the clock the gate uses for these rows
+    (harness/STATS.md §16). Wall-time estimates kept beside."""
+    model = tmp / "tiny-seed0"
+    run([engines["base"], "tiny", "--seed", "0", "--out", str(model)])
+    rows = {}
+    for golden in sorted((REPO / "goldens" / "tiny").glob("*.json")):
+        g = json.loads(golden.read_text())
+        res = tmp / f"e2e-{golden.stem}.json"
+        log(f"e2e {golden.stem}: {rounds} rounds of {requests} request pairs")
+        run([sys.executable, str(REPO / "harness" / "eval" / "noise" / "e2e_ground_truth.py"),
+             "--base", engines["base"], "--head", engines["case"], "--model", str(model),
+             "--prompt-ids", ",".join(str(i) for i in g["prompt_ids"]),
+             "--tokens", str(g["max_new_tokens"]), "--rounds", str(rounds),
+             "--requests", str(requests), "--out", str(res)])
+        r = json.loads(res.read_text())
+        for suffix, cpu, wall in (("", "decode_step_cpu", "decode_step"),
+                                  ("/prefill", "prefill_cpu", "prefill")):
+            if cpu not in r:
+                raise SystemExit(f"error: {golden.stem}: the engines report no CPU time ({cpu})")
+            x = r[cpu]
+            rows[f"tiny/{golden.stem}/cpu-f32{suffix}"] = {
+                "rounds": rounds, "clock": "thread_cpu",
+                "log_ratios": x["per_round_log_ratio"], "change": x["estimate"],
+                "ci95": [x["ci_low"], x["ci_high"]],
+                "wall": {k: r[wall][k] for k in ("estimate", "ci_low", "ci_high")}}
+    return rows
+
+
 def measure(exe, filt, args, home):
     """One criterion run into `home`; per benchmark id its round value."""
     shutil.rmtree(home, ignore_errors=True)
@@ -153,6 +206,11 @@ def main():
     ap.add_argument("--warm-up", type=float, default=0.5)
     ap.add_argument("--measurement", type=float, default=1.5)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--e2e", action="store_true",
+                    help="also the tiny model's CPU e2e speed rows (noise/e2e_ground_truth.py)")
+    ap.add_argument("--e2e-rounds", type=int, default=30)
+    ap.add_argument("--e2e-requests", type=int, default=40,
+                    help="request pairs per e2e round (a tiny decode is ~4 ms)")
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "decoder-gate" /
                                                    "ground-truth"))
     ap.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "ground-truth"))
@@ -170,13 +228,17 @@ def main():
         tmp = Path(tmp)
         sides = {"base": prepare_side(tmp, "base", rev, None),
                  "case": prepare_side(tmp, "case", rev, patch)}
-        exes = {}
+        exes, engines = {}, {}
         for side, tree in sides.items():
-            log(f"building {side} ({', '.join(targets)})")
-            exes[side] = build(tree, cache / f"target-{side}", targets)
+            if targets:
+                log(f"building {side} ({', '.join(targets)})")
+                exes[side] = build(tree, cache / f"target-{side}", targets)
+            if a.e2e:
+                log(f"building {side}'s engine binary")
+                engines[side] = build_engine(tree, cache / f"target-{side}")
         per_round = {"base": [], "case": []}
         rounds_started = time.time()
-        for r in range(a.rounds):
+        for r in range(a.rounds if targets else 0):
             order = ["base", "case"] if r % 2 == 0 else ["case", "base"]
             values = {s: {} for s in order}
             for t in targets:
@@ -187,8 +249,8 @@ def main():
                 per_round[side].append(values[side])
             left = (time.time() - rounds_started) / (r + 1) * (a.rounds - r - 1)
             log(f"round {r + 1}/{a.rounds} done, about {left / 60:.1f} min left")
-    rows = {}
-    for bid in sorted(per_round["base"][0]):
+        rows = e2e_rows(engines, tmp, a.e2e_rounds, a.e2e_requests) if a.e2e else {}
+    for bid in sorted(per_round["base"][0] if per_round["base"] else []):
         d = [math.log(c[bid] / b[bid]) for b, c in zip(per_round["base"], per_round["case"])
              if b.get(bid) and c.get(bid)]
         est, lo, hi = hodges_lehmann(d)
@@ -199,7 +261,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
            "targets": targets, "filter": a.filter, "rounds": a.rounds,
-           "criterion_args": args, "wall_s": round(time.time() - started, 1), "rows": rows}
+           "criterion_args": args,
+           "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
+           "wall_s": round(time.time() - started, 1), "rows": rows}
     (out / "ground-truth.json").write_text(json.dumps(rec, indent=1) + "\n")
     for bid, r in rows.items():
         ci = r["ci95"]

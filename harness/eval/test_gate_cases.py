@@ -52,5 +52,46 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(gate_cases.result_rows({"benches": []}), [])
 
 
+class BucketTest(unittest.TestCase):
+    def test_clopper_pearson_matches_published_values(self):
+        # Exact 95 % intervals (Clopper & Pearson 1934; e.g. R's binom.test).
+        for (k, n), (lo, hi) in {(5, 10): (0.1871, 0.8129), (9, 10): (0.5550, 0.9975),
+                                 (0, 10): (0.0, 0.3085), (10, 10): (0.6915, 1.0),
+                                 (27, 30): (0.7347, 0.9789)}.items():
+            got = gate_cases.clopper_pearson(k, n)
+            self.assertAlmostEqual(got[0], lo, places=4, msg=(k, n))
+            self.assertAlmostEqual(got[1], hi, places=4, msg=(k, n))
+        self.assertEqual(gate_cases.clopper_pearson(0, 0), (0.0, 1.0))
+
+    def test_buckets_by_the_ground_truth_point_estimate_and_delta(self):
+        self.assertEqual(gate_cases.bucket_of(0.029, 0.03), "< δ")
+        self.assertEqual(gate_cases.bucket_of(0.03, 0.03), "δ to 5 %")
+        self.assertEqual(gate_cases.bucket_of(0.05, 0.03), "5 to 10 %")
+        self.assertEqual(gate_cases.bucket_of(0.12, 0.03), "≥ 10 %")
+        self.assertEqual(gate_cases.threads_of("matmul/f32_t2/1x256x256"), "two")
+        self.assertEqual(gate_cases.threads_of("tiny/a/cpu-f32"), "single")
+
+    def test_only_rows_with_a_ground_truth_inside_the_reach_are_counted(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "cases").mkdir()
+            (d / "cases" / "reach.json").write_text(json.dumps(
+                {"c": {"kind": "memory", "neutral": False, "reach": ["^add/"], "expected": []}}))
+            (d / "truth" / "c").mkdir(parents=True)
+            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "add/f32/small": {"change": 0.08}, "gather/f32/small": {"change": 0.2}}}))
+            run = d / "quiet" / "c" / "run-001"
+            run.mkdir(parents=True)
+            (run / "run.json").write_text(json.dumps({"wall_s": 600.0}))
+            (run / "results.json").write_text(json.dumps({"benches": [
+                {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
+                {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
+                {"id": "gather/f32/small", "status": "no_change", "threshold": 0.03}]}))
+            rows, walls = gate_cases.bucket_rows(d / "quiet", d / "truth",
+                                                 gate_cases.reach_patterns(d / "cases"))
+            self.assertEqual(rows, [("single", "5 to 10 %", "regression")])
+            self.assertEqual(walls, [600.0])
+
+
 if __name__ == "__main__":
     unittest.main()

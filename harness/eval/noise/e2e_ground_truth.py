@@ -7,8 +7,10 @@ pair of processes; the first decode after a switch of engine is a warm-up, not k
 harness does). Per round the median over request pairs of ln(changed / base), for the decode
 step and for the prefill; over rounds the Hodges-Lehmann estimate with a distribution-free 95 %
 interval (the order statistics of the Walsh averages, normal approximation of the signed-rank
-distribution). With engines that report the decoding thread's CPU time (`cpu_ms_per_step`), the
-decode step in that clock too (`decode_step_cpu`, harness/STATS.md §16). Standard library only.
+distribution). With engines that report the decoding thread's CPU time (`cpu_ms_per_step`,
+`cpu_prefill_ms`), the decode step and the prefill in that clock too (`decode_step_cpu`,
+`prefill_cpu`: the clock the gate uses for these rows, harness/STATS.md §16). Standard library
+only.
 
     e2e_ground_truth.py --base ENGINE --head ENGINE --model DIR --prompt-ids 1,2,3 \\
         --tokens 32 --rounds 30 --requests 10 --out result.json
@@ -75,7 +77,7 @@ def main():
     a = ap.parse_args()
     args = ["--model", a.model, "--ep", "cpu", "--prompt-ids", a.prompt_ids,
             "--tokens", str(a.tokens), "--warmups", "1", "--decode-skip", "1", "--threads", "1"]
-    step, prefill, cpu_step, raw = [], [], [], []
+    step, prefill, cpu_step, cpu_prefill, raw = [], [], [], [], []
     for r in range(a.rounds):
         order = ["base", "head"] if r % 2 == 0 else ["head", "base"]
         procs = {s: start(getattr(a, s), args, a.cpu) for s in order}
@@ -99,12 +101,17 @@ def main():
         if all("cpu_ms_per_step" in x for pair in pairs for x in pair):
             cpu_step.append(statistics.median(
                 [math.log(h["cpu_ms_per_step"] / b["cpu_ms_per_step"]) for b, h in pairs]))
+        if all("cpu_prefill_ms" in x for pair in pairs for x in pair):
+            cpu_prefill.append(statistics.median(
+                [math.log(h["cpu_prefill_ms"] / b["cpu_prefill_ms"]) for b, h in pairs]))
         raw.append(got)
         print(f"round {r + 1}/{a.rounds}: step {step[-1]:+.4f} prefill {prefill[-1]:+.4f}", flush=True)
     out = {"rounds": a.rounds, "requests": a.requests}
     rows = [("decode_step", step), ("prefill", prefill)]
     if len(cpu_step) == a.rounds:
         rows.append(("decode_step_cpu", cpu_step))
+    if len(cpu_prefill) == a.rounds:
+        rows.append(("prefill_cpu", cpu_prefill))
     for name, xs in rows:
         est, lo, hi = hodges_lehmann(xs)
         out[name] = {
