@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Steps 2 and 3 of the corpus procedure (README.md) for one case after another, resumable: a
+step whose result is already there is skipped, so a run stopped anywhere (a session's end)
+goes on where it stopped.
+
+Per case, in this order:
+  truth     ground_truth.py with the case's benchmark reach (reach.json: its patterns other than
+            the e2e ones, as criterion's filter, and only the bench targets they name), 12 rounds
+            of 1.0 s, and `--e2e` when its reach has the tiny model's CPU rows
+            -> ../results/corpus/ground-truth/CASE/ground-truth.json
+  quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
+  one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
+
+Before every step: `engine/` is the corpus's pinned engine (git diff against ENGINE_COMMIT), and
+the step runs against the base revision given (--rev), the same for every case.
+
+Usage:
+  python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
+      [--steps truth,quiet,one-core] CASE...     (or --all: every case of reach.json)
+Standard library only. Every child process has a deadline.
+"""
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+EVAL = REPO / "harness" / "eval"
+RESULTS = EVAL / "results" / "corpus"
+# The engine every case is measured on (README.md, procedure step 3).
+ENGINE_COMMIT = "65df3a8"
+# The bench target of each benchmark group (engine/benches/*.rs).
+TARGET_OF = {"add": "kernels", "gather": "kernels", "reduce_mean": "kernels",
+             "matmul": "matmul", "matvec": "matmul", "sampling_latency": "sampling",
+             "logit_processing": "sampling", "kv_cache": "kv_cache",
+             "tokenization": "tokenization", "decode": "decode"}
+STEP_TIMEOUT_S = 4 * 3600
+# The full suite's benchmark ids (the last full A/A before the corpus), to find the bench
+# targets a case's reach patterns name.
+BENCH_IDS = [b["id"] for b in json.loads(
+    (EVAL / "results" / "noise" / "aa-full-2026-12-03-cold2" / "results.json").read_text())["benches"]]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def plan(reach):
+    """(criterion filter or None, bench targets, e2e?) of a case's reach patterns."""
+    bench = [p for p in reach if not p.startswith("^tiny/")]
+    targets = []
+    for p in bench:
+        hits = [b for b in BENCH_IDS if re.search(p, b)]
+        if not hits:
+            raise SystemExit(f"error: reach pattern {p!r} matches no benchmark of the full suite")
+        for b in hits:
+            t = TARGET_OF[b.split("/")[0]]
+            if t not in targets:
+                targets.append(t)
+    e2e = any(re.search(p, "tiny/x/cpu-f32") or re.search(p, "tiny/x/cpu-f32/prefill")
+              for p in reach if p.startswith("^tiny/"))
+    return ("|".join(f"(?:{p})" for p in bench) or None), targets, e2e
+
+
+def engine_pinned():
+    return subprocess.run(["git", "diff", "--quiet", ENGINE_COMMIT, "HEAD", "--", "engine"],
+                          cwd=REPO, timeout=60).returncode == 0
+
+
+def step(name, case, cmd, done, partial=()):
+    """Runs `cmd` unless `done` exists; `partial`: directories an interrupted run of this step
+    left without a result, removed first (the step writes them again)."""
+    if done.exists():
+        log(f"{case} {name}: already there ({done.relative_to(REPO)})")
+        return
+    for d in partial:
+        log(f"{case} {name}: removing {d.relative_to(REPO)}, left by an interrupted run")
+        shutil.rmtree(d)
+    if not engine_pinned():
+        raise SystemExit(f"error: engine/ differs from {ENGINE_COMMIT}: the corpus is measured "
+                         "on that engine (README.md, step 3)")
+    log(f"{case} {name}: {' '.join(cmd)}")
+    started = time.time()
+    p = subprocess.run(cmd, cwd=REPO, timeout=STEP_TIMEOUT_S)
+    log(f"{case} {name}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min")
+    if p.returncode != 0:
+        raise SystemExit(f"error: {case} {name} failed (exit {p.returncode})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", nargs="*")
+    ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
+    ap.add_argument("--rev", required=True, help="the base revision of every case")
+    ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
+    ap.add_argument("--steps", default="truth,quiet,one-core")
+    a = ap.parse_args()
+    reach = json.loads((HERE / "reach.json").read_text())
+    cases = list(reach) if a.all else a.cases
+    for c in cases:
+        if c not in reach:
+            raise SystemExit(f"error: {c}: not a case of {HERE / 'reach.json'}")
+    steps = a.steps.split(",")
+    py = sys.executable
+    for c in cases:
+        filt, targets, e2e = plan(reach[c]["reach"])
+        if "truth" in steps:
+            cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
+                   "--rev", a.rev, "--rounds", "12", "--measurement", "1.0",
+                   "--targets", ",".join(targets), "--out", str(RESULTS / "ground-truth")]
+            cmd += ["--filter", filt] if filt else []
+            cmd += ["--e2e"] if e2e else []
+            step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
+        for cond, load in (("quiet", "none"), ("one-core", "one-core")):
+            if cond in steps:
+                cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
+                       "--cases-dir", str(HERE), "--config", str(REPO / "harness.yaml"),
+                       "--rev", a.rev, "--case", f"{c}:full", "--load", load,
+                       "--out", str(RESULTS / cond)]
+                runs = sorted((RESULTS / cond / c).glob("run-*"))
+                done = [r / "run.json" for r in runs if (r / "run.json").is_file()]
+                step(cond, c, cmd, done[0] if done else RESULTS / cond / c / "run-001" / "run.json",
+                     partial=[] if done else runs)
+
+
+if __name__ == "__main__":
+    main()
