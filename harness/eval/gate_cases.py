@@ -188,7 +188,7 @@ def table(a):
                              f"{check} |")
     print("\n".join(lines))
     print(f"\n{checked} rows checked against the ground truth, {len(violations)} violations")
-    for (kind, status), n in sorted(counts.items()):
+    for (kind, status), n in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         print(f"{kind}: {status} {n}")
     for v in violations:
         print(f"violation: {v}")
