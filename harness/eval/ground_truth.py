@@ -179,12 +179,15 @@ def e2e_rows(engines, tmp, rounds, requests):
     return rows
 
 
-def measure(exe, filt, args, home):
-    """One criterion run into `home`; per benchmark id its round value."""
+def measure(exe, filt, args, home, cpu=None):
+    """One criterion run into `home` (pinned to CPU `cpu`, with its threads, when given); per
+    benchmark id its round value."""
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     cmd = [exe, "--bench", *args] + ([filt] if filt else [])
-    run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)})
+    subprocess.run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)},
+                   check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                   preexec_fn=None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu})))
     out = {}
     for bench in home.rglob("new/benchmark.json"):
         b = json.loads(bench.read_text())
@@ -206,6 +209,12 @@ def main():
     ap.add_argument("--warm-up", type=float, default=0.5)
     ap.add_argument("--measurement", type=float, default=1.5)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="pin every criterion run, all its threads, to this CPU (a method check; "
+                         "the ground truth itself runs unpinned, as `cargo bench` does)")
+    ap.add_argument("--aa", action="store_true",
+                    help="a method check: both sides run the base's executables (the patch is "
+                         "not built); every row's truth should then be 0")
     ap.add_argument("--e2e", action="store_true",
                     help="also the tiny model's CPU e2e speed rows (noise/e2e_ground_truth.py)")
     ap.add_argument("--e2e-rounds", type=int, default=30)
@@ -226,8 +235,9 @@ def main():
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="ground-truth-") as tmp:
         tmp = Path(tmp)
-        sides = {"base": prepare_side(tmp, "base", rev, None),
-                 "case": prepare_side(tmp, "case", rev, patch)}
+        sides = {"base": prepare_side(tmp, "base", rev, None)}
+        if not a.aa:
+            sides["case"] = prepare_side(tmp, "case", rev, patch)
         exes, engines = {}, {}
         for side, tree in sides.items():
             if targets:
@@ -236,6 +246,8 @@ def main():
             if a.e2e:
                 log(f"building {side}'s engine binary")
                 engines[side] = build_engine(tree, cache / f"target-{side}")
+        if a.aa:
+            exes["case"], engines["case"] = exes.get("base"), engines.get("base")
         per_round = {"base": [], "case": []}
         rounds_started = time.time()
         for r in range(a.rounds if targets else 0):
@@ -244,7 +256,7 @@ def main():
             for t in targets:
                 for side in order:
                     values[side].update(measure(exes[side][t], a.filter, args,
-                                                tmp / f"home-{side}"))
+                                                tmp / f"home-{side}", a.cpu))
             for side in order:
                 per_round[side].append(values[side])
             left = (time.time() - rounds_started) / (r + 1) * (a.rounds - r - 1)
@@ -261,7 +273,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
            "targets": targets, "filter": a.filter, "rounds": a.rounds,
-           "criterion_args": args,
+           "criterion_args": args, "cpu": a.cpu, "aa": a.aa,
            "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
            "wall_s": round(time.time() - started, 1), "rows": rows}
     (out / "ground-truth.json").write_text(json.dumps(rec, indent=1) + "\n")
