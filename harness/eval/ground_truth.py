@@ -108,11 +108,9 @@ def prepare_side(root, name, rev, patch):
     return d
 
 
-def build(tree, target_dir, targets):
-    """The bench executables of `targets` (name → path), built with cargo's JSON messages."""
-    cmd = ["cargo", "bench", "--no-run", "--message-format=json", "-p", "engine"]
-    for t in targets:
-        cmd += ["--bench", t]
+def executables(cmd, tree, target_dir, kind):
+    """Runs the cargo command `cmd` (with `--message-format=json`) in `tree` with its own target
+    dir; the executables it built whose target kind is `kind`, by target name."""
     env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
     out = run(cmd, cwd=tree, env=env, timeout=BUILD_TIMEOUT_S).stdout
     exes = {}
@@ -122,8 +120,17 @@ def build(tree, target_dir, targets):
         except json.JSONDecodeError:
             continue
         if m.get("reason") == "compiler-artifact" and m.get("executable") and \
-                "bench" in m["target"]["kind"]:
+                kind in m["target"]["kind"]:
             exes[m["target"]["name"]] = m["executable"]
+    return exes
+
+
+def build(tree, target_dir, targets):
+    """The bench executables of `targets` (name → path)."""
+    cmd = ["cargo", "bench", "--no-run", "--message-format=json", "-p", "engine"]
+    for t in targets:
+        cmd += ["--bench", t]
+    exes = executables(cmd, tree, target_dir, "bench")
     missing = set(targets) - set(exes)
     if missing:
         raise SystemExit(f"error: {tree}: no bench executable for {sorted(missing)}")
@@ -134,17 +141,10 @@ def build_engine(tree, target_dir):
     """The `engine` binary of `tree` (release, the target dir of its benchmarks)."""
     cmd = ["cargo", "build", "--release", "--message-format=json", "-p", "engine", "--bin",
            "engine"]
-    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
-    out = run(cmd, cwd=tree, env=env, timeout=BUILD_TIMEOUT_S).stdout
-    for line in out.splitlines():
-        try:
-            m = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if m.get("reason") == "compiler-artifact" and m.get("executable") and \
-                m["target"]["name"] == "engine":
-            return m["executable"]
-    raise SystemExit(f"error: {tree}: no engine executable")
+    exe = executables(cmd, tree, target_dir, "bin").get("engine")
+    if exe is None:
+        raise SystemExit(f"error: {tree}: no engine executable")
+    return exe
 
 
 def e2e_rows(engines, tmp, rounds, requests):
