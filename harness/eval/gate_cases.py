@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -272,22 +273,22 @@ def buckets(a):
     for out in a.out:
         rows, walls = bucket_rows(out, a.ground, reach_of)
         cond = Path(out).name
-        groups = [(th, [b]) for th in ("single", "two") for b in BUCKETS]
-        groups += [("single", BUCKETS[2:]), ("two", BUCKETS[3:])]
-        for th, bs in groups:
+        groups = [(th, [b], b) for th in ("single", "two") for b in BUCKETS]
+        groups += [("single", BUCKETS[2:], "**≥ 5 % (target ≥ 90 %)**"),
+                   ("two", BUCKETS[3:], "**≥ 10 % (target ≥ 90 %)**")]
+        for th, bs, label in groups:
             sel = [st for t, b, st in rows if t == th and b in bs]
             if not sel:
                 continue
             n, k = len(sel), sel.count("regression")
             lo, hi = clopper_pearson(k, n)
-            label = bs[0] if len(bs) == 1 else f"**{bs[0].replace(' to 10 %', '')} or more (target)**"
             lines.append(f"| {cond} | {th} | {label} | {n} | {k} | {sel.count('possible_regression')} "
                          f"| {sel.count('too_noisy')} | {sel.count('no_change')} | "
                          f"{100 * k / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] |")
         if walls:
-            w = sorted(walls)
-            lines.append(f"| {cond} | wall time | {len(w)} runs | median {w[len(w) // 2] / 60:.1f} min, "
-                         f"max {w[-1] / 60:.1f} min | | | | | |")
+            lines.append(f"| {cond} | wall time | {len(walls)} runs | median "
+                         f"{statistics.median(walls) / 60:.1f} min, max {max(walls) / 60:.1f} min "
+                         "| | | | | |")
     print("\n".join(lines))
 
 
