@@ -140,6 +140,17 @@ def result_rows(res):
     return rows
 
 
+def case_runs(out, ground):
+    """(case, run dir, its ground-truth rows, its results or None) of every run under `out`."""
+    for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
+        truth_file = Path(ground) / case_dir.name / "ground-truth.json"
+        truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
+        for run in sorted(case_dir.glob("run-*")):
+            res_file = run / "results.json"
+            res = json.loads(res_file.read_text()) if res_file.is_file() else None
+            yield case_dir.name, run, truth, res
+
+
 def pct(x):
     return "—" if x is None else f"{x * 100:+.1f}"
 
@@ -150,20 +161,14 @@ def table(a):
              "check |", "|---|---|---|---|---|---|---|---|"]
     violations, checked, counts = [], 0, {}
     reach_of = reach_patterns(a.cases_dir)
-    for case_dir in sorted(p for p in out.iterdir() if p.is_dir()):
-        truth_file = Path(a.ground) / case_dir.name / "ground-truth.json"
-        truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        for run in sorted(case_dir.glob("run-*")):
-            res_file = run / "results.json"
-            if not res_file.is_file():
-                continue
-            res = json.loads(res_file.read_text())
+    for case, run, truth, res in case_runs(out, a.ground):
+        if res is not None:
             for bid, status, thr, ch in result_rows(res):
                 thr = thr or 0.03
                 est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
                 t = truth.get(bid)
                 # A case without a reach reaches every row (no row of it is untouched by construction).
-                reach = re.search(reach_of.get(case_dir.name, ""), bid) is not None
+                reach = re.search(reach_of.get(case, ""), bid) is not None
                 tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
@@ -186,9 +191,9 @@ def table(a):
                             # corpus/README.md, finding 1: 12 criterion rounds give two-thread
                             # rows intervals that exclude 0 by 10-20 % on unchanged code.
                             check += " (two-thread truth: method noise)"
-                        violations.append((case_dir.name, run.name, bid))
+                        violations.append((case, run.name, bid))
                 counts[(kind, status)] = counts.get((kind, status), 0) + 1
-                lines.append(f"| {case_dir.name} | {run.name} | `{bid}` | {status} | "
+                lines.append(f"| {case} | {run.name} | `{bid}` | {status} | "
                              f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
                              f"{check} |")
     print("\n".join(lines))
@@ -246,21 +251,15 @@ def bucket_rows(out, ground, reach_of):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
     `out`, and the runs' wall times."""
     rows, walls = [], []
-    for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
-        truth_file = Path(ground) / case_dir.name / "ground-truth.json"
-        truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        for run in sorted(case_dir.glob("run-*")):
-            meta = run / "run.json"
-            if meta.is_file():
-                walls.append(json.loads(meta.read_text())["wall_s"])
-            res_file = run / "results.json"
-            if not res_file.is_file():
+    for case, run, truth, res in case_runs(out, ground):
+        meta = run / "run.json"
+        if meta.is_file():
+            walls.append(json.loads(meta.read_text())["wall_s"])
+        for bid, status, thr, _ in result_rows(res) if res is not None else []:
+            t = truth.get(bid)
+            if t is None or not re.search(reach_of.get(case, ""), bid):
                 continue
-            for bid, status, thr, _ in result_rows(json.loads(res_file.read_text())):
-                t = truth.get(bid)
-                if t is None or not re.search(reach_of.get(case_dir.name, ""), bid):
-                    continue
-                rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
+            rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
     return rows, walls
 
 
