@@ -10,6 +10,9 @@ as the gate's, harness/STATS.md section 2, so the truth is about the quantity th
 estimates), the round's log ratio ln(case / base), and over the rounds the Hodges-Lehmann
 estimate with an exact signed-rank 95 % interval (the gate's `rule: resolution` uses the same
 method; here at the plain 95 % level, nothing corrected, longer runs and more rounds).
+With `--processes K`, each side runs K criterion processes per round (pairs alternating which
+side goes first) and a side's round value is the median over its K processes: the method of the
+two-thread rows, whose single processes can be slow for their whole life (corpus/README.md).
 
 With `--e2e`, also the tiny model's CPU e2e speed rows (decode step and prefill per golden
 prompt, in the thread's CPU time as the gate measures them): noise/e2e_ground_truth.py with both
@@ -79,6 +82,30 @@ def signed_rank_cdf(n):
     for c in counts:
         acc += c
         out.append(acc / 2 ** n)
+    return out
+
+
+def side_values(runs):
+    """One side's round value per benchmark from its `runs` (each a {benchmark id: value} of one
+    process): the median over the processes that report the benchmark (the upper median of an
+    even count, so the value is always one process's own). With several processes per side and
+    round, one process that is slow for its whole life (harness/STATS.md §13, the vCPU
+    wake-up) no longer decides the round."""
+    out = {}
+    for bid in {b for r in runs for b in r}:
+        v = sorted(r[bid] for r in runs if r.get(bid) is not None)
+        if v:
+            out[bid] = v[len(v) // 2]
+    return out
+
+
+def process_order(rnd, processes):
+    """The order of a round's 2 × `processes` criterion runs: pairs alternate base-first and
+    case-first (AB BA AB … from an even round, BA AB BA … from an odd one), so neither side
+    always runs first, nor always right after the other side."""
+    out = []
+    for k in range(processes):
+        out += ["base", "case"] if (rnd + k) % 2 == 0 else ["case", "base"]
     return out
 
 
@@ -206,6 +233,9 @@ def main():
                     help="bench targets to build and run")
     ap.add_argument("--filter", default=None, help="criterion filter regex (default: all)")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--processes", type=int, default=1,
+                    help="criterion processes per side and round; a side's round value is the "
+                         "median over them (the two-thread rows' method, corpus/README.md)")
     ap.add_argument("--warm-up", type=float, default=0.5)
     ap.add_argument("--measurement", type=float, default=1.5)
     ap.add_argument("--samples", type=int, default=20)
@@ -223,7 +253,13 @@ def main():
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "decoder-gate" /
                                                    "ground-truth"))
     ap.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "ground-truth"))
+    ap.add_argument("--out-file", default="ground-truth.json",
+                    help="the result's file name under OUT/CASE/ (a plain name)")
     a = ap.parse_args()
+    if Path(a.out_file).name != a.out_file or not a.out_file.endswith(".json"):
+        raise SystemExit(f"error: --out-file {a.out_file!r}: a plain file name ending in .json")
+    if a.processes < 1:
+        raise SystemExit(f"error: --processes {a.processes}: at least 1")
     patch = Path(a.cases_dir) / f"{a.case}.patch"
     if not patch.is_file():
         raise SystemExit(f"error: --case {a.case}: no {patch}")
@@ -251,14 +287,13 @@ def main():
         per_round = {"base": [], "case": []}
         rounds_started = time.time()
         for r in range(a.rounds if targets else 0):
-            order = ["base", "case"] if r % 2 == 0 else ["case", "base"]
-            values = {s: {} for s in order}
+            runs = {"base": [], "case": []}
             for t in targets:
-                for side in order:
-                    values[side].update(measure(exes[side][t], a.filter, args,
-                                                tmp / f"home-{side}", a.cpu))
-            for side in order:
-                per_round[side].append(values[side])
+                for side in process_order(r, a.processes):
+                    runs[side].append(measure(exes[side][t], a.filter, args,
+                                              tmp / f"home-{side}", a.cpu))
+            for side in ("base", "case"):
+                per_round[side].append(side_values(runs[side]))
             left = (time.time() - rounds_started) / (r + 1) * (a.rounds - r - 1)
             log(f"round {r + 1}/{a.rounds} done, about {left / 60:.1f} min left")
         rows = e2e_rows(engines, tmp, a.e2e_rounds, a.e2e_requests) if a.e2e else {}
@@ -273,15 +308,16 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
            "targets": targets, "filter": a.filter, "rounds": a.rounds,
+           "processes": a.processes,
            "criterion_args": args, "cpu": a.cpu, "aa": a.aa,
            "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
            "wall_s": round(time.time() - started, 1), "rows": rows}
-    (out / "ground-truth.json").write_text(json.dumps(rec, indent=1) + "\n")
+    (out / a.out_file).write_text(json.dumps(rec, indent=1) + "\n")
     for bid, r in rows.items():
         ci = r["ci95"]
         ci_s = "unbounded" if None in ci else f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
         print(f"{bid}: {r['change'] * 100:+.1f} % {ci_s} ({r['rounds']} rounds)")
-    log(f"wrote {out / 'ground-truth.json'}")
+    log(f"wrote {out / a.out_file}")
 
 
 if __name__ == "__main__":

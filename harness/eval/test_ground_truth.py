@@ -28,6 +28,21 @@ class GroundTruthTest(unittest.TestCase):
         # Three rounds cannot reach 95 %.
         self.assertEqual(gt.hodges_lehmann([4.0, 1.0, 2.0])[1:], (None, None))
 
+    def test_side_value_is_the_median_process(self):
+        # Three processes of one target, one slow for its whole life: the median ignores it.
+        runs = [{"a": 1.0, "b": 5.0}, {"a": 9.0, "b": 4.0}, {"a": 1.2, "b": 6.0},
+                {"c": 3.0}]  # another target's process: only its own benchmark
+        self.assertEqual(gt.side_values(runs), {"a": 1.2, "b": 5.0, "c": 3.0})
+        # An even count takes the upper median: one process's own value.
+        self.assertEqual(gt.side_values([{"a": 2.0}, {"a": 1.0}]), {"a": 2.0})
+
+    def test_process_order_alternates_within_and_across_rounds(self):
+        self.assertEqual(gt.process_order(0, 1), ["base", "case"])
+        self.assertEqual(gt.process_order(1, 1), ["case", "base"])
+        self.assertEqual(gt.process_order(0, 3),
+                         ["base", "case", "case", "base", "base", "case"])
+        self.assertEqual(gt.process_order(1, 2), ["case", "base", "base", "case"])
+
 
 if __name__ == "__main__":
     unittest.main()
