@@ -141,17 +141,10 @@ def result_rows(res):
 
 
 def case_runs(out, ground):
-    """(case, run dir, its ground-truth rows, its results or None) of every run under `out`.
-    A two-thread row's truth comes from `ground-truth-t2.json` (three processes per side and
-    round, corpus/README.md step 2) when the case has one, marked `"method": "three-process"`."""
+    """(case, run dir, its ground-truth rows, its results or None) of every run under `out`."""
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        t2_file = truth_file.with_name("ground-truth-t2.json")
-        if t2_file.is_file():
-            for bid, row in json.loads(t2_file.read_text())["rows"].items():
-                if threads_of(bid) == "two":
-                    truth[bid] = {**row, "method": "three-process"}
         for run in sorted(case_dir.glob("run-*")):
             res_file = run / "results.json"
             res = json.loads(res_file.read_text()) if res_file.is_file() else None
@@ -179,8 +172,6 @@ def table(a):
                 tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
-                    if t.get("method") == "three-process":
-                        true_s += " (3 processes)"
                 else:
                     true_s = "not measured" if reach else "not measured, outside the patch's reach"
                 slow = tlo is not None and tlo >= thr + 0.01
@@ -196,10 +187,9 @@ def table(a):
                     check = f"{kind}: not {emoji}"
                     if status == forbidden:
                         check = f"**VIOLATION: {emoji}**"
-                        if threads_of(bid) == "two" and t.get("method") != "three-process":
-                            # corpus/README.md, finding 1: 12 criterion rounds of one process
-                            # per side give two-thread rows intervals that exclude 0 by 10-20 %
-                            # on unchanged code.
+                        if threads_of(bid) == "two":
+                            # corpus/README.md, finding 1: 12 criterion rounds give two-thread
+                            # rows intervals that exclude 0 by 10-20 % on unchanged code.
                             check += " (two-thread truth: method noise)"
                         violations.append((case, run.name, bid))
                 counts[(kind, status)] = counts.get((kind, status), 0) + 1

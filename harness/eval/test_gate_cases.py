@@ -92,23 +92,6 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(rows, [("single", "5 to 10 %", "regression")])
             self.assertEqual(walls, [600.0])
 
-    def test_two_thread_rows_take_the_three_process_truth(self):
-        with tempfile.TemporaryDirectory() as d:
-            d = Path(d)
-            (d / "truth" / "c").mkdir(parents=True)
-            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
-                "matmul/f32_t1/1x256x256": {"change": 0.1},
-                "matmul/f32_t2/1x256x256": {"change": 0.3}}}))
-            (d / "truth" / "c" / "ground-truth-t2.json").write_text(json.dumps({"rows": {
-                "matmul/f32_t1/1x256x256": {"change": 0.9},  # not a two-thread row: ignored
-                "matmul/f32_t2/1x256x256": {"change": 0.02}}}))
-            (d / "quiet" / "c" / "run-001").mkdir(parents=True)
-            [(case, _, truth, res)] = list(gate_cases.case_runs(d / "quiet", d / "truth"))
-            self.assertEqual((case, res), ("c", None))
-            self.assertEqual(truth["matmul/f32_t1/1x256x256"], {"change": 0.1})
-            self.assertEqual(truth["matmul/f32_t2/1x256x256"],
-                             {"change": 0.02, "method": "three-process"})
-
 
 if __name__ == "__main__":
     unittest.main()

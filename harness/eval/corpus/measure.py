@@ -4,14 +4,10 @@ step whose result is already there is skipped, so a run stopped anywhere (a sess
 goes on where it stopped.
 
 Per case, in this order:
-  truth     ground_truth.py with the single-threaded benchmarks of the case's reach (reach.json:
-            the full suite's ids its patterns other than the e2e ones match, as an exact-id
-            filter, and only their bench targets), 12 rounds of 1.0 s, and `--e2e` when its reach
-            has the tiny model's CPU rows -> ../results/corpus/ground-truth/CASE/ground-truth.json
-            (skipped when the reach has neither)
-  truth-t2  the reach's two-thread benchmarks (`_t2/`), three criterion processes per side and
-            round, their median (README.md, step 2's amendment of 2026-12-04)
-            -> ../results/corpus/ground-truth/CASE/ground-truth-t2.json
+  truth     ground_truth.py with the case's benchmark reach (reach.json: its patterns other than
+            the e2e ones, as criterion's filter, and only the bench targets they name), 12 rounds
+            of 1.0 s, and `--e2e` when its reach has the tiny model's CPU rows
+            -> ../results/corpus/ground-truth/CASE/ground-truth.json
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
@@ -20,7 +16,7 @@ the step runs against the base revision given (--rev), the same for every case.
 
 Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
-      [--steps truth,truth-t2,quiet,one-core] CASE...     (or --all: every case of reach.json)
+      [--steps truth,quiet,one-core] CASE...     (or --all: every case of reach.json)
 Standard library only. Every child process has a deadline.
 """
 
@@ -55,33 +51,21 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def is_two_thread(bid):
-    return re.search(r"_t2/", bid) is not None
-
-
 def plan(reach):
-    """(single-threaded benchmark ids, two-thread benchmark ids, e2e?) of a case's reach
-    patterns, the ids in the full suite's order."""
+    """(criterion filter or None, bench targets, e2e?) of a case's reach patterns."""
     bench = [p for p in reach if not p.startswith("^tiny/")]
-    hits = []
+    targets = []
     for p in bench:
-        mine = [b for b in BENCH_IDS if re.search(p, b)]
-        if not mine:
+        hits = [b for b in BENCH_IDS if re.search(p, b)]
+        if not hits:
             raise SystemExit(f"error: reach pattern {p!r} matches no benchmark of the full suite")
-        hits += [b for b in mine if b not in hits]
+        for b in hits:
+            t = TARGET_OF[b.split("/")[0]]
+            if t not in targets:
+                targets.append(t)
     e2e = any(re.search(p, "tiny/x/cpu-f32") or re.search(p, "tiny/x/cpu-f32/prefill")
               for p in reach if p.startswith("^tiny/"))
-    return ([b for b in hits if not is_two_thread(b)], [b for b in hits if is_two_thread(b)],
-            e2e)
-
-
-def exact(ids):
-    """Criterion's filter for exactly these benchmark ids, and their bench targets."""
-    targets = []
-    for b in ids:
-        if TARGET_OF[b.split("/")[0]] not in targets:
-            targets.append(TARGET_OF[b.split("/")[0]])
-    return "^(?:" + "|".join(re.escape(b) for b in ids) + ")$", targets
+    return ("|".join(f"(?:{p})" for p in bench) or None), targets, e2e
 
 
 def engine_pinned():
@@ -115,7 +99,7 @@ def main():
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
     ap.add_argument("--rev", required=True, help="the base revision of every case")
     ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
-    ap.add_argument("--steps", default="truth,truth-t2,quiet,one-core")
+    ap.add_argument("--steps", default="truth,quiet,one-core")
     a = ap.parse_args()
     reach = json.loads((HERE / "reach.json").read_text())
     cases = list(reach) if a.all else a.cases
@@ -125,21 +109,14 @@ def main():
     steps = a.steps.split(",")
     py = sys.executable
     for c in cases:
-        single, two, e2e = plan(reach[c]["reach"])
-        truth = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
-                 "--rev", a.rev, "--rounds", "12", "--measurement", "1.0",
-                 "--out", str(RESULTS / "ground-truth")]
-        if "truth" in steps and (single or e2e):
-            filt, targets = exact(single) if single else (None, [])
-            cmd = truth + ["--targets", ",".join(targets)]
+        filt, targets, e2e = plan(reach[c]["reach"])
+        if "truth" in steps:
+            cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
+                   "--rev", a.rev, "--rounds", "12", "--measurement", "1.0",
+                   "--targets", ",".join(targets), "--out", str(RESULTS / "ground-truth")]
             cmd += ["--filter", filt] if filt else []
             cmd += ["--e2e"] if e2e else []
             step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
-        if "truth-t2" in steps and two:
-            filt, targets = exact(two)
-            cmd = truth + ["--targets", ",".join(targets), "--filter", filt, "--processes", "3",
-                           "--out-file", "ground-truth-t2.json"]
-            step("truth-t2", c, cmd, RESULTS / "ground-truth" / c / "ground-truth-t2.json")
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
                 cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
