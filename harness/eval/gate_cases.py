@@ -140,11 +140,19 @@ def result_rows(res):
     return rows
 
 
-def case_runs(out, ground):
-    """(case, run dir, its ground-truth rows, its results or None) of every run under `out`."""
+def case_runs(out, ground, ground_t2=None):
+    """(case, run dir, its ground-truth rows, its results or None) of every run under `out`.
+    With `ground_t2`, a two-thread row's truth comes from `ground_t2/CASE/ground-truth.json`
+    when there is one (corpus/device_t2.py: measured on a dedicated machine, corpus/README.md
+    step 2), marked `"method": "device"`."""
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
+        t2_file = Path(ground_t2 or "/nonexistent") / case_dir.name / "ground-truth.json"
+        if ground_t2 is not None and t2_file.is_file():
+            for bid, row in json.loads(t2_file.read_text())["rows"].items():
+                if threads_of(bid) == "two":
+                    truth[bid] = {**row, "method": "device"}
         for run in sorted(case_dir.glob("run-*")):
             res_file = run / "results.json"
             res = json.loads(res_file.read_text()) if res_file.is_file() else None
@@ -161,7 +169,7 @@ def table(a):
              "check |", "|---|---|---|---|---|---|---|---|"]
     violations, checked, counts = [], 0, {}
     reach_of = reach_patterns(a.cases_dir)
-    for case, run, truth, res in case_runs(out, a.ground):
+    for case, run, truth, res in case_runs(out, a.ground, a.ground_t2):
         if res is not None:
             for bid, status, thr, ch in result_rows(res):
                 thr = thr or 0.03
@@ -172,6 +180,8 @@ def table(a):
                 tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
+                    if t.get("method") == "device":
+                        true_s += " (device)"
                 else:
                     true_s = "not measured" if reach else "not measured, outside the patch's reach"
                 slow = tlo is not None and tlo >= thr + 0.01
@@ -187,9 +197,10 @@ def table(a):
                     check = f"{kind}: not {emoji}"
                     if status == forbidden:
                         check = f"**VIOLATION: {emoji}**"
-                        if threads_of(bid) == "two":
-                            # corpus/README.md, finding 1: 12 criterion rounds give two-thread
-                            # rows intervals that exclude 0 by 10-20 % on unchanged code.
+                        if threads_of(bid) == "two" and t.get("method") != "device":
+                            # corpus/README.md, findings 1 and 3: on this VM, criterion rounds
+                            # give two-thread rows intervals that exclude 0 by 10-20 % on
+                            # unchanged code.
                             check += " (two-thread truth: method noise)"
                         violations.append((case, run.name, bid))
                 counts[(kind, status)] = counts.get((kind, status), 0) + 1
@@ -247,17 +258,20 @@ def threads_of(bid):
     return "two" if re.search(r"_t2/", bid) else "single"
 
 
-def bucket_rows(out, ground, reach_of):
+def bucket_rows(out, ground, reach_of, ground_t2=None):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
-    `out`, and the runs' wall times."""
+    `out`, and the runs' wall times. A two-thread row counts only with a truth from the
+    dedicated machine (`ground_t2`): this VM's is method noise (corpus/README.md, finding 3)."""
     rows, walls = [], []
-    for case, run, truth, res in case_runs(out, ground):
+    for case, run, truth, res in case_runs(out, ground, ground_t2):
         meta = run / "run.json"
         if meta.is_file():
             walls.append(json.loads(meta.read_text())["wall_s"])
         for bid, status, thr, _ in result_rows(res) if res is not None else []:
             t = truth.get(bid)
             if t is None or not re.search(reach_of.get(case, ""), bid):
+                continue
+            if threads_of(bid) == "two" and t.get("method") != "device":
                 continue
             rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
     return rows, walls
@@ -270,7 +284,7 @@ def buckets(a):
     lines = ["| condition | threads | true slowdown | rows | 🔴 | ⚠️ | ❔ | ✅ | 🔴 share [95 % CP] |",
              "|---|---|---|---|---|---|---|---|---|"]
     for out in a.out:
-        rows, walls = bucket_rows(out, a.ground, reach_of)
+        rows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2)
         cond = Path(out).name
         groups = [(th, [b], b) for th in ("single", "two") for b in BUCKETS]
         groups += [("single", BUCKETS[2:], "**≥ 5 % (target ≥ 90 %)**"),
@@ -310,11 +324,15 @@ def main():
     t.add_argument("--cases-dir", default=str(CASES),
                    help="where the cases are: their reach.json, if any, gives each case's reach")
     t.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
+    t.add_argument("--ground-t2", default=None,
+                   help="the two-thread rows' ground truth from a dedicated machine, if any")
     b = sub.add_parser("buckets")
     b.add_argument("--out", action="append", required=True,
                    help="a condition's results directory (repeatable: quiet, one-core)")
     b.add_argument("--cases-dir", default=str(CASES))
     b.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
+    b.add_argument("--ground-t2", default=None,
+                   help="the two-thread rows' ground truth from a dedicated machine, if any")
     a = ap.parse_args()
     {"run": run_cases, "table": table, "buckets": buckets}[a.cmd](a)
 

@@ -206,15 +206,16 @@ def e2e_rows(engines, tmp, rounds, requests):
     return rows
 
 
-def measure(exe, filt, args, home, cpu=None):
-    """One criterion run into `home` (pinned to CPU `cpu`, with its threads, when given); per
-    benchmark id its round value."""
+def measure(exe, filt, args, home, cpu=None, timeout=RUN_TIMEOUT_S):
+    """One criterion run into `home` (pinned, with its threads, to CPU `cpu` when given: one
+    CPU number or a set of them); per benchmark id its round value."""
+    cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     cmd = [exe, "--bench", *args] + ([filt] if filt else [])
     subprocess.run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)},
-                   check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                   preexec_fn=None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu})))
+                   check=True, capture_output=True, text=True, timeout=timeout,
+                   preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     out = {}
     for bench in home.rglob("new/benchmark.json"):
         b = json.loads(bench.read_text())

@@ -92,6 +92,38 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(rows, [("single", "5 to 10 %", "regression")])
             self.assertEqual(walls, [600.0])
 
+    def test_two_thread_rows_take_the_dedicated_machines_truth(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "cases").mkdir()
+            (d / "cases" / "reach.json").write_text(json.dumps(
+                {"c": {"kind": "parallel", "neutral": False, "reach": ["^matmul/"],
+                       "expected": []}}))
+            (d / "truth" / "c").mkdir(parents=True)
+            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "matmul/f32_t1/1x256x256": {"change": 0.1},
+                "matmul/f32_t2/1x256x256": {"change": 0.3},
+                "matmul/f16_t2/1x256x256": {"change": 0.3}}}))
+            (d / "t2" / "c").mkdir(parents=True)
+            (d / "t2" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "matmul/f32_t1/1x256x256": {"change": 0.9},  # not a two-thread row: ignored
+                "matmul/f32_t2/1x256x256": {"change": 0.02}}}))
+            run = d / "quiet" / "c" / "run-001"
+            run.mkdir(parents=True)
+            (run / "results.json").write_text(json.dumps({"benches": [
+                {"id": b, "status": "regression", "threshold": 0.03} for b in (
+                    "matmul/f32_t1/1x256x256", "matmul/f32_t2/1x256x256",
+                    "matmul/f16_t2/1x256x256")]}))
+            [(_, _, truth, _)] = list(gate_cases.case_runs(d / "quiet", d / "truth", d / "t2"))
+            self.assertEqual(truth["matmul/f32_t1/1x256x256"], {"change": 0.1})
+            self.assertEqual(truth["matmul/f32_t2/1x256x256"],
+                             {"change": 0.02, "method": "device"})
+            # Buckets: the f16_t2 row has only this VM's truth and is left out.
+            rows, _ = gate_cases.bucket_rows(d / "quiet", d / "truth",
+                                             gate_cases.reach_patterns(d / "cases"), d / "t2")
+            self.assertEqual(sorted(rows), [("single", "≥ 10 %", "regression"),
+                                            ("two", "< δ", "regression")])
+
 
 if __name__ == "__main__":
     unittest.main()
