@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import saved
+
 SCRIPT = Path(__file__).resolve()
 REPO = SCRIPT.parents[2]
 RESULTS_ROOT = REPO / "harness" / "eval" / "results"
@@ -634,6 +636,7 @@ def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none
     if trial_dir.exists():
         shutil.rmtree(trial_dir)
     tmp.rename(trial_dir)
+    saved.compress_saved(trial_dir / "results.json")
     red, warn = gate_counts(results)
     nred, nwarn = naive_counts(results)
     log(f"  done in {wall:.0f} s: gate 🔴 {red} ⚠️ {warn} | naive 🔴 {nred} ⚠️ {nwarn}")
@@ -725,7 +728,7 @@ def base_ns_from(trials_dirs, ids):
     lower quartile, median over rounds)."""
     vals = {i: [] for i in ids}
     for d in trials_dirs:
-        res = json.loads((d / "results.json").read_text())
+        res = saved.load_json(d / "results.json")
         for b in res.get("benches", []):
             if b["id"] in vals and b.get("base"):
                 vals[b["id"]].append(b["base"]["median_ns"])
@@ -893,10 +896,10 @@ def load_trials(root):
         if p.parent.name.endswith(".tmp"):
             continue
         rec = json.loads(p.read_text())
-        res = p.parent / "results.json"
-        if not res.is_file():
+        res = saved.find(p.parent / "results.json")
+        if res is None:
             continue
-        rec["results"] = json.loads(res.read_text())
+        rec["results"] = saved.load_json(res)
         rec["dir"] = str(p.parent)
         trials.append(rec)
     return trials
@@ -1301,7 +1304,8 @@ def replay_trial(args, t):
     the policy the trial recorded; for a trial from before policies were recorded, from its
     config's policy with the LEGACY_POLICY values (today's defaults may differ). Returns the
     replayed results."""
-    cmd = [str(harness_path(args)), "replay", "--input", str(Path(t["dir"]) / "results.json"),
+    cmd = [str(harness_path(args)), "replay", "--input",
+           str(saved.find(Path(t["dir"]) / "results.json")),
            "--format", "json"]
     over = json.loads(args.policy) if args.policy else {}
     if not t["results"].get("method", {}).get("policy"):

@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+import saved
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evaluate import Load  # noqa: E402  (the same one-core busy loop as the A/A runs)
 
@@ -116,6 +118,8 @@ def run_cases(a):
                 "wall_s": round(time.time() - started, 1), "loadavg_after": load,
                 "condition": "quiet" if a.load == "none" else a.load, "load": load_rec}
         (dest / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+        if (dest / "results.json").is_file():
+            saved.compress_saved(dest / "results.json")
         log(f"{name}: exit {p.returncode} in {meta['wall_s']:.0f} s -> {dest}")
         if p.returncode not in (0, 1):
             log(p.stderr[-2000:])
@@ -154,8 +158,8 @@ def case_runs(out, ground, ground_t2=None):
                 if threads_of(bid) == "two":
                     truth[bid] = {**row, "method": "device"}
         for run in sorted(case_dir.glob("run-*")):
-            res_file = run / "results.json"
-            res = json.loads(res_file.read_text()) if res_file.is_file() else None
+            res_file = saved.find(run / "results.json")
+            res = saved.load_json(res_file) if res_file is not None else None
             yield case_dir.name, run, truth, res
 
 

@@ -16,12 +16,12 @@ from about 0.11 to about 0.03 (harness/STATS.md, "Paired sampling").
 
     python3 harness/eval/noise_timescale.py RESULTS.json [...]
 """
-import json
 import math
 import statistics as st
 import sys
 
 from paired import lower_quartile as lq  # type-7, as harness/src/stats/aggregate.rs
+import saved
 
 
 
@@ -35,7 +35,7 @@ def main():
         sys.exit(__doc__)
     res = {"cross_all": [], "cross_odd": [], "alt": [], "block": []}
     for f in sys.argv[1:]:
-        for b in json.load(open(f))["benches"]:
+        for b in saved.load_json(f)["benches"]:
             if not b.get("base") or not b.get("head"):
                 continue
             bs = {s["round"]: s for s in b["base"].get("samples", [])}

@@ -19,11 +19,12 @@ id whose between/halves ratio is above 2).
 
     python3 harness/eval/round_components.py RESULTS.json [...] [--id ID ...]
 """
-import json
 import math
 import statistics as st
 import sys
 from collections import defaultdict
+
+import saved
 
 SUBSETS = {"all10": slice(0, 10), "first5": slice(0, 5), "last5": slice(5, 10),
            "first3": slice(0, 3)}
@@ -33,7 +34,7 @@ def paired_rounds(files):
     """(id, [(base ns/iter per sample, head ns/iter per sample) per round]) per benchmark × file,
     its first six paired rounds; series with fewer are skipped. Also used by round_estimators.py."""
     for f in files:
-        for b in json.load(open(f))["benches"]:
+        for b in saved.load_json(f)["benches"]:
             if not b.get("base") or not b.get("head"):
                 continue
             side = {k: {s["round"]: s for s in b[k]["samples"] if s["sampling_mode"] == "paired"}

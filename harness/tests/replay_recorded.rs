@@ -1,5 +1,6 @@
-//! No silent change of the gate's decisions. Every saved run under `harness/eval/results/` is
-//! replayed as recorded (its own policy, its own rounds, no profile) and:
+//! No silent change of the gate's decisions. Every saved run under `harness/eval/results/`
+//! (`results.json`, or `results.json.gz` where it is kept compressed) is replayed as recorded
+//! (its own policy, its own rounds, no profile) and:
 //! - the whole set's statuses must equal the committed snapshot `snapshots/
 //!   replay_recorded__replayed_statuses.snap` (one line per run: its outcome and every row that
 //!   is not ✅). Runs saved under earlier code or policies (before the recorded policy covered
@@ -25,7 +26,10 @@ fn saved_runs(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.path();
         if p.is_dir() {
             saved_runs(&p, out);
-        } else if p.file_name().and_then(|n| n.to_str()) == Some("results.json") {
+        } else if matches!(
+            p.file_name().and_then(|n| n.to_str()),
+            Some("results.json" | "results.json.gz")
+        ) {
             out.push(p);
         }
     }
@@ -51,14 +55,17 @@ fn replay_all() -> Vec<Replayed> {
     files
         .iter()
         .map(|f| {
-            let text = std::fs::read_to_string(f).unwrap();
+            let text = harness::commands::read_saved_text(f, u64::MAX).unwrap();
             let saved: Results = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{}: not a results file: {e}", f.display()));
             let (policy, _) =
                 harness::gate::replay_base_policy(&saved, None, Path::new("/nonexistent")).unwrap();
             let replayed = harness::gate::replay(&saved, &policy, None, None, "test")
                 .unwrap_or_else(|e| panic!("{}: replay failed: {e:#}", f.display()));
+            // Named as the run's results.json whether it is kept compressed or not, so
+            // compressing a saved run changes no snapshot line.
             let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let rel = rel.strip_suffix(".gz").unwrap_or(&rel).to_string();
             Replayed {
                 rel,
                 saved,

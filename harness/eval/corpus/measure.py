@@ -32,6 +32,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EVAL = REPO / "harness" / "eval"
+sys.path.insert(0, str(EVAL))
+import saved  # noqa: E402
+
 RESULTS = EVAL / "results" / "corpus"
 # The engine every case is measured on (README.md, procedure step 3).
 ENGINE_COMMIT = "65df3a8"
@@ -43,8 +46,8 @@ TARGET_OF = {"add": "kernels", "gather": "kernels", "reduce_mean": "kernels",
 STEP_TIMEOUT_S = 4 * 3600
 # The full suite's benchmark ids (the last full A/A before the corpus), to find the bench
 # targets a case's reach patterns name.
-BENCH_IDS = [b["id"] for b in json.loads(
-    (EVAL / "results" / "noise" / "aa-full-2026-12-03-cold2" / "results.json").read_text())["benches"]]
+BENCH_IDS = [b["id"] for b in saved.load_json(
+    EVAL / "results" / "noise" / "aa-full-2026-12-03-cold2" / "results.json")["benches"]]
 
 
 def log(msg):

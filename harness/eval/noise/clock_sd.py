@@ -7,10 +7,13 @@ beside CPU times), from the same samples: what the CPU clock (harness/STATS.md Â
 Standard library only. A round's log ratio is the median over its sample pairs of ln(head /
 base) per iteration, the two parity classes averaged as the harness does (serve.rs's layout).
 """
-import json
 import math
 import statistics
 import sys
+from pathlib import Path as _Path
+
+sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+import saved  # noqa: E402
 
 
 def round_ratio(b, h, key):
@@ -24,7 +27,7 @@ def round_ratio(b, h, key):
 
 
 def main():
-    run = json.load(open(sys.argv[1]))
+    run = saved.load_json(sys.argv[1])
     rows = []
     for rid, (base, head) in sorted(run["variants"][0]["samples"].items()):
         if rid.startswith("e2e "):

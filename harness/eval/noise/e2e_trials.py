@@ -6,11 +6,13 @@ with the Clopper-Pearson 95 % interval of the 🔴 rate, and each run's estimate
     e2e_trials.py harness/eval/results/noise/cases/decode-eager-node-names
 Standard library only.
 """
-import glob
-import json
 import math
 import sys
 from collections import Counter, defaultdict
+from pathlib import Path as _Path
+
+sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+import saved  # noqa: E402
 
 
 def beta_ppf(p, a, b):
@@ -71,10 +73,10 @@ def clopper_pearson(k, n, alpha=0.05):
 
 
 def main():
-    runs = sorted(glob.glob(f"{sys.argv[1]}/run-*/results.json"))
+    runs = [str(p) for p in saved.glob(sys.argv[1], "run-*/results.json")]
     statuses = defaultdict(Counter)
     for path in runs:
-        r = json.load(open(path))
+        r = saved.load_json(path)
         for s in r["e2e"]["speed"]:
             if s.get("not_run"):
                 continue

@@ -16,15 +16,18 @@ median of pairs lands anywhere between.
 
 Usage: switch_blocks.py FILE… (results.json of `harness compare`, or noise.json of `harness noise`).
 """
-import json
 import statistics as st
 import sys
 from math import log
+from pathlib import Path as _Path
+
+sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+import saved  # noqa: E402
 
 
 def rounds_of(path):
     """{variant: {bench: [(base_times, head_times)] per round}} from either file kind."""
-    r = json.load(open(path))
+    r = saved.load_json(path)
     out = {}
     if "variants" in r:
         for v in r["variants"]:

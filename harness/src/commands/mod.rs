@@ -247,13 +247,12 @@ fn github_actions_outputs(results: &Results) {
     }
 }
 
-/// Reads a saved `results.json`, checking its schema.
+/// Reads a saved `results.json`, checking its schema; a gzip-compressed one (`results.json.gz`,
+/// how `harness/eval/results/` keeps its runs) is recognised by its magic bytes.
 pub fn read_results(input: &Path) -> anyhow::Result<Results> {
     read_results_limited(input, u64::MAX)
 }
 
-/// [`read_results`], refusing a file over `max` bytes before reading it (and one that grows past
-/// it while being read).
 /// Writes a command's report to stdout. A reader that has gone away (`harness trend | head`)
 /// ends the output quietly: `print!` would panic on the broken pipe.
 pub fn out(text: &str) -> anyhow::Result<()> {
@@ -265,8 +264,28 @@ pub fn out(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// [`read_results`], refusing a file over `max` bytes (see [`read_saved_text`]).
 pub fn read_results_limited(input: &Path, max: u64) -> anyhow::Result<Results> {
-    use std::io::Read as _;
+    let text = read_saved_text(input, max)?;
+    let results: Results = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a harness results file", input.display()))?;
+    if results.schema != SCHEMA {
+        anyhow::bail!(
+            "{}: schema {:?}, this harness reads {:?}",
+            input.display(),
+            results.schema,
+            SCHEMA
+        );
+    }
+    Ok(results)
+}
+
+/// The text of a saved file, plain or gzip-compressed (recognised by its magic bytes; how
+/// `harness/eval/results/` keeps its large runs). A file over `max` bytes is refused before it is
+/// read, and one whose text (after decompression, for a gzip file) grows past `max` while being
+/// read is refused too: a small compressed file cannot expand into an unbounded read.
+pub fn read_saved_text(input: &Path, max: u64) -> anyhow::Result<String> {
+    use std::io::{BufRead as _, Read as _};
     let file =
         std::fs::File::open(input).with_context(|| format!("cannot read {}", input.display()))?;
     let size = file
@@ -280,27 +299,33 @@ pub fn read_results_limited(input: &Path, max: u64) -> anyhow::Result<Results> {
             input.display()
         );
     }
+    let mut reader = std::io::BufReader::new(file);
+    let gzip = reader
+        .fill_buf()
+        .with_context(|| format!("cannot read {}", input.display()))?
+        .starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn std::io::Read> = if gzip {
+        Box::new(flate2::bufread::MultiGzDecoder::new(reader))
+    } else {
+        Box::new(reader)
+    };
     let mut text = String::new();
-    file.take(max.saturating_add(1))
+    reader
+        .take(max.saturating_add(1))
         .read_to_string(&mut text)
         .with_context(|| format!("cannot read {}", input.display()))?;
     if text.len() as u64 > max {
         anyhow::bail!(
-            "{} grew past the {max}-byte limit while being read: refused",
-            input.display()
-        );
-    }
-    let results: Results = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a harness results file", input.display()))?;
-    if results.schema != SCHEMA {
-        anyhow::bail!(
-            "{}: schema {:?}, this harness reads {:?}",
+            "{} {} past the {max}-byte limit for a results file here: refused",
             input.display(),
-            results.schema,
-            SCHEMA
+            if gzip {
+                "decompresses"
+            } else {
+                "grew while being read"
+            }
         );
     }
-    Ok(results)
+    Ok(text)
 }
 
 /// `host::lost_time` on the CPU single-threaded benchmarks are pinned to (unpinned where
@@ -322,6 +347,39 @@ fn probe_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A saved run of the corpus, kept compressed (`harness/eval/results/`).
+    fn saved_gz() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("eval/results/corpus/quiet/mimalloc-dropped/run-001/results.json.gz")
+    }
+
+    #[test]
+    fn a_compressed_results_file_reads_as_its_text() {
+        use std::io::Read as _;
+        let gz = saved_gz();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("results.json");
+        std::fs::write(&plain, &text).unwrap();
+        let (a, b) = (read_results(&gz).unwrap(), read_results(&plain).unwrap());
+        assert!(!a.benches.is_empty());
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            serde_json::to_value(&b).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_limit_applies_to_the_decompressed_text() {
+        let gz = saved_gz();
+        let size = std::fs::metadata(&gz).unwrap().len();
+        let e = read_results_limited(&gz, size * 2).unwrap_err().to_string();
+        assert!(e.contains("decompresses past"), "{e}");
+    }
 
     #[test]
     fn exit_codes_follow_the_contract() {

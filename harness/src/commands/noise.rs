@@ -207,10 +207,10 @@ fn variant(
     }
 }
 
-/// A saved `harness compare` run or `harness noise` output, analysed again.
+/// A saved `harness compare` run or `harness noise` output (either gzip-compressed), analysed
+/// again.
 pub fn from_file(path: &Path, target: f64) -> anyhow::Result<NoiseRun> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = super::read_saved_text(path, u64::MAX)?;
     if let Ok(mut run) = serde_json::from_str::<NoiseRun>(&text)
         && run.schema == SCHEMA
     {
