@@ -202,9 +202,9 @@ def table(a):
                     if status == forbidden:
                         check = f"**VIOLATION: {emoji}**"
                         if threads_of(bid) == "two" and t.get("method") != "device":
-                            # corpus/README.md, findings 1 and 3: on this VM, criterion rounds
-                            # give two-thread rows intervals that exclude 0 by 10-20 % on
-                            # unchanged code.
+                            # corpus/README.md, finding 1 and step 2's amendments: on this VM,
+                            # criterion rounds give two-thread rows intervals that exclude 0 by
+                            # 10-20 % on unchanged code.
                             check += " (two-thread truth: method noise)"
                         violations.append((case, run.name, bid))
                 counts[(kind, status)] = counts.get((kind, status), 0) + 1
@@ -265,7 +265,8 @@ def threads_of(bid):
 def bucket_rows(out, ground, reach_of, ground_t2=None):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
     `out`, and the runs' wall times. A two-thread row counts only with a truth from the
-    dedicated machine (`ground_t2`): this VM's is method noise (corpus/README.md, finding 3)."""
+    dedicated machine (`ground_t2`): this VM's is method noise (corpus/README.md, step 2's
+    amendments)."""
     rows, walls = [], []
     for case, run, truth, res in case_runs(out, ground, ground_t2):
         meta = run / "run.json"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The two-thread rows' ground truth on a dedicated machine (README.md, step 2's second
 amendment of 2026-12-04): this 2-vCPU VM cannot give `matmul/*_t2/*` rows a truth finer than
-±10-40 % (finding 3), so their criterion rounds run on the device host, two physical cores per
-job.
+±10-40 % (the A/A of step 2's first amendment), so their criterion rounds run on the device
+host, two physical cores per job.
 
   pack     here: for the base and every case whose reach (reach.json) has `_t2` rows, the
            `matmul` bench executable, built in release from a throwaway clone exactly as
@@ -27,6 +27,7 @@ Standard library only. Every child process has a deadline.
 """
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -91,6 +92,11 @@ def pack(a):
                            ["matmul"])["matmul"]
             shutil.copy2(exe, out / name)
             gt.run(["strip", str(out / name)])
+            # Compressed to travel (4.7 MB → 1.8 MB each); `run` unpacks them.
+            with open(out / name, "rb") as src, gzip.GzipFile(
+                    out / f"{name}.gz", "wb", compresslevel=9, mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+            (out / name).unlink()
             shutil.rmtree(tree)
     (out / "manifest.json").write_text(json.dumps(
         {"schema": "harness-eval-device-t2/1", "rev": rev, "jobs": jobs}, indent=1) + "\n")
@@ -112,6 +118,16 @@ def physical_pairs():
         first_of_core.setdefault(key, cpu)
     cpus = sorted(first_of_core.values())[1:]
     return [(cpus[i], cpus[i + 1]) for i in range(0, len(cpus) - 1, 2)]
+
+
+def unpacked(d, name):
+    """The executable `name` of `d`, unpacked from `name.gz` when it is not there yet."""
+    exe = d / name
+    if not exe.is_file():
+        with gzip.open(d / f"{name}.gz", "rb") as src, open(exe, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        exe.chmod(0o755)
+    return str(exe)
 
 
 def run_job(name, job, d, rounds, args, cpus, deadline, results):
@@ -149,6 +165,9 @@ def run(a):
     jobs = manifest["jobs"]
     if a.jobs:
         jobs = {j: jobs[j] for j in a.jobs.split(",")}
+    for job in jobs.values():  # before the threads start: no two unpack one file at once
+        for side in ("base", "case"):
+            unpacked(d, job[side])
     pairs = physical_pairs()
     if not pairs:
         raise SystemExit("error: fewer than three physical cores: no pair to pin a job to")
