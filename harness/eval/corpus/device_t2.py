@@ -15,9 +15,9 @@ host, two physical cores per job.
            each; the first physical core left to the system), the jobs side by side on disjoint
            pairs, queued when there are more jobs than pairs. Jobs not finished by --budget-s
            are stopped and left out; one JSON with every finished job -> --out.
-  unpack   here: that JSON into ../results/corpus/ground-truth-t2/CASE/ground-truth.json (the
-           schema of ground_truth.py, with the machine's description), the A/A job under
-           ../results/corpus/checks/e-t2-device-aa/.
+  unpack   here: that JSON into OUT_DIR/JOB/ground-truth.json, one per job (the schema of
+           ground_truth.py, with the machine's description); OUT_DIR defaults to
+           ../results/corpus/ground-truth-t2/, where `gate_cases.py --ground-t2` reads.
 
 Usage:
   python3 harness/eval/corpus/device_t2.py pack --rev SHA [--dir .device/t2]
@@ -214,8 +214,7 @@ def unpack(a):
     rec = json.loads(Path(a.file).read_text())
     machine = {k: rec["machine"][k] for k in ("model", "logical_cpus")}
     for name, r in rec["jobs"].items():
-        out = (RESULTS / "checks" / "e-t2-device-aa" if name == "aa"
-               else RESULTS / "ground-truth-t2" / name)
+        out = Path(a.out_dir) / name
         out.mkdir(parents=True, exist_ok=True)
         (out / "ground-truth.json").write_text(json.dumps(
             {"schema": "harness-eval-ground-truth/1", "case": name, "rev": rec["rev"],
@@ -244,6 +243,9 @@ def main():
                    help="jobs not finished by then are stopped and left out")
     u = sub.add_parser("unpack")
     u.add_argument("file")
+    u.add_argument("--out-dir", default=str(RESULTS / "ground-truth-t2"),
+                   help="one JSON per job under OUT_DIR/JOB/ (default: where gate_cases.py's "
+                        "--ground-t2 reads; a method check goes under ../results/corpus/checks/)")
     a = ap.parse_args()
     {"pack": pack, "run": run, "unpack": unpack}[a.cmd](a)
 
