@@ -1147,7 +1147,7 @@ mod tests {
                 let p = e.path();
                 if p.is_dir() {
                     todo.push(p);
-                } else if p.ends_with("results.json") {
+                } else if p.ends_with("results.json") || p.ends_with("results.json.gz") {
                     files.push(p);
                 }
             }
@@ -1156,7 +1156,8 @@ mod tests {
         let mut out = Vec::new();
         for f in files {
             let saved: Results =
-                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                serde_json::from_str(&crate::commands::read_saved_text(&f, u64::MAX).unwrap())
+                    .unwrap();
             let c = collected_from(&saved, &|_, _| true);
             for input in inputs_from(&c) {
                 if let (Some(b), Some(h)) = (&input.base, &input.head) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 const SAVED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/eval/results/noise/aa-full-final/results.json"
+    "/eval/results/noise/aa-full-final/results.json.gz"
 );
 
 fn harness(args: &[&str]) -> std::process::Output {
@@ -60,7 +60,10 @@ fn write(path: &Path, v: &Value) {
 
 #[test]
 fn a_history_of_24_commits_shows_the_one_step_at_its_commit() {
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(SAVED).unwrap()).unwrap();
+    let saved: Value = serde_json::from_str(
+        &harness::commands::read_saved_text(Path::new(SAVED), u64::MAX).unwrap(),
+    )
+    .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("history");
     for i in 0..24 {
@@ -114,7 +117,10 @@ fn a_history_of_24_commits_shows_the_one_step_at_its_commit() {
 
 #[test]
 fn a_hostile_results_file_is_refused_and_nothing_is_written() {
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(SAVED).unwrap()).unwrap();
+    let saved: Value = serde_json::from_str(
+        &harness::commands::read_saved_text(Path::new(SAVED), u64::MAX).unwrap(),
+    )
+    .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("history");
     for (name, edit) in [

@@ -11,8 +11,9 @@ Per case, in this order:
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
-Before every step: `engine/` is the corpus's pinned engine (git diff against ENGINE_COMMIT), and
-the step runs against the base revision given (--rev), the same for every case.
+Before the first step: the base revision given (--rev, the same for every case) has the corpus's
+pinned engine (git diff of its `engine/` against ENGINE_COMMIT). Every side of every step is
+built from that revision (plus the case's patch), so what `engine/` is at HEAD does not matter.
 
 Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
@@ -71,8 +72,8 @@ def plan(reach):
     return ("|".join(f"(?:{p})" for p in bench) or None), targets, e2e
 
 
-def engine_pinned():
-    return subprocess.run(["git", "diff", "--quiet", ENGINE_COMMIT, "HEAD", "--", "engine"],
+def engine_pinned(rev):
+    return subprocess.run(["git", "diff", "--quiet", ENGINE_COMMIT, rev, "--", "engine"],
                           cwd=REPO, timeout=60).returncode == 0
 
 
@@ -85,9 +86,6 @@ def step(name, case, cmd, done, partial=()):
     for d in partial:
         log(f"{case} {name}: removing {d.relative_to(REPO)}, left by an interrupted run")
         shutil.rmtree(d)
-    if not engine_pinned():
-        raise SystemExit(f"error: engine/ differs from {ENGINE_COMMIT}: the corpus is measured "
-                         "on that engine (README.md, step 3)")
     log(f"{case} {name}: {' '.join(cmd)}")
     started = time.time()
     p = subprocess.run(cmd, cwd=REPO, timeout=STEP_TIMEOUT_S)
@@ -109,6 +107,9 @@ def main():
     for c in cases:
         if c not in reach:
             raise SystemExit(f"error: {c}: not a case of {HERE / 'reach.json'}")
+    if not engine_pinned(a.rev):
+        raise SystemExit(f"error: {a.rev}'s engine/ differs from {ENGINE_COMMIT}: the corpus is "
+                         "measured on that engine (README.md, step 3)")
     steps = a.steps.split(",")
     py = sys.executable
     for c in cases:
