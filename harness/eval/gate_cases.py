@@ -152,8 +152,8 @@ def case_runs(out, ground, ground_t2=None):
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        t2_file = Path(ground_t2 or "/nonexistent") / case_dir.name / "ground-truth.json"
-        if ground_t2 is not None and t2_file.is_file():
+        t2_file = Path(ground_t2) / case_dir.name / "ground-truth.json" if ground_t2 else None
+        if t2_file is not None and t2_file.is_file():
             for bid, row in json.loads(t2_file.read_text())["rows"].items():
                 if threads_of(bid) == "two":
                     truth[bid] = {**row, "method": "device"}
