@@ -254,11 +254,7 @@ def main():
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "decoder-gate" /
                                                    "ground-truth"))
     ap.add_argument("--out", default=str(REPO / "harness" / "eval" / "results" / "ground-truth"))
-    ap.add_argument("--out-file", default="ground-truth.json",
-                    help="the result's file name under OUT/CASE/ (a plain name)")
     a = ap.parse_args()
-    if Path(a.out_file).name != a.out_file or not a.out_file.endswith(".json"):
-        raise SystemExit(f"error: --out-file {a.out_file!r}: a plain file name ending in .json")
     if a.processes < 1:
         raise SystemExit(f"error: --processes {a.processes}: at least 1")
     patch = Path(a.cases_dir) / f"{a.case}.patch"
@@ -313,12 +309,12 @@ def main():
            "criterion_args": args, "cpu": a.cpu, "aa": a.aa,
            "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
            "wall_s": round(time.time() - started, 1), "rows": rows}
-    (out / a.out_file).write_text(json.dumps(rec, indent=1) + "\n")
+    (out / "ground-truth.json").write_text(json.dumps(rec, indent=1) + "\n")
     for bid, r in rows.items():
         ci = r["ci95"]
         ci_s = "unbounded" if None in ci else f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
         print(f"{bid}: {r['change'] * 100:+.1f} % {ci_s} ({r['rounds']} rounds)")
-    log(f"wrote {out / a.out_file}")
+    log(f"wrote {out / 'ground-truth.json'}")
 
 
 if __name__ == "__main__":

@@ -46,14 +46,10 @@ EVAL = HERE.parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(EVAL))
 import ground_truth as gt  # noqa: E402
-import saved  # noqa: E402
+from measure import BENCH_IDS  # noqa: E402  (the full suite's benchmark ids)
 
 RESULTS = EVAL / "results" / "corpus"
 TWO_THREAD = re.compile(r"^matmul/(f32|f16|bf16)_t2/")
-# The full suite's benchmark ids (as corpus/measure.py reads them).
-BENCH_IDS = [b["id"] for b in saved.load_json(
-    EVAL / "results" / "noise" / "aa-full-2026-12-03-cold2" / "results.json")[
-        "benches"]]
 
 
 def log(msg):
