@@ -13,6 +13,10 @@ method; here at the plain 95 % level, nothing corrected, longer runs and more ro
 With `--processes K`, each side runs K criterion processes per round (pairs alternating which
 side goes first) and a side's round value is the median over its K processes: the method of the
 two-thread rows, whose single processes can be slow for their whole life (corpus/README.md).
+With `--processes K --paired`, a round's log ratio is instead the median over its K adjacent
+(base, case) process pairs of ln(case / base): the method of the sampling rows, whose speed
+moves between two levels on a scale of seconds, so only processes run next to each other
+compare like with like (corpus/README.md, finding 6).
 
 With `--e2e`, also the tiny model's CPU e2e speed rows (decode step and prefill per golden
 prompt, in the thread's CPU time as the gate measures them): noise/e2e_ground_truth.py with both
@@ -29,6 +33,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,6 +101,19 @@ def side_values(runs):
         v = sorted(r[bid] for r in runs if r.get(bid) is not None)
         if v:
             out[bid] = v[len(v) // 2]
+    return out
+
+
+def paired_round(base_runs, case_runs):
+    """A round's log ratio per benchmark from its (base, case) process pairs, `base_runs[k]` and
+    `case_runs[k]` run next to each other (`process_order`): the median over the pairs that
+    both report the benchmark of ln(case / base), and the pairs' own log ratios."""
+    out = {}
+    for bid in {b for r in base_runs + case_runs for b in r}:
+        d = [math.log(c[bid] / b[bid]) for b, c in zip(base_runs, case_runs)
+             if b.get(bid) and c.get(bid)]
+        if d:
+            out[bid] = (statistics.median(d), d)
     return out
 
 
@@ -237,6 +255,9 @@ def main():
     ap.add_argument("--processes", type=int, default=1,
                     help="criterion processes per side and round; a side's round value is the "
                          "median over them (the two-thread rows' method, corpus/README.md)")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --processes K: a round's log ratio is the median of its K "
+                         "adjacent process pairs' (the sampling rows' method, corpus/README.md)")
     ap.add_argument("--warm-up", type=float, default=0.5)
     ap.add_argument("--measurement", type=float, default=1.5)
     ap.add_argument("--samples", type=int, default=20)
@@ -257,6 +278,8 @@ def main():
     a = ap.parse_args()
     if a.processes < 1:
         raise SystemExit(f"error: --processes {a.processes}: at least 1")
+    if a.paired and a.processes < 2:
+        raise SystemExit("error: --paired needs --processes 2 or more (the pairs of a round)")
     patch = Path(a.cases_dir) / f"{a.case}.patch"
     if not patch.is_file():
         raise SystemExit(f"error: --case {a.case}: no {patch}")
@@ -282,6 +305,7 @@ def main():
         if a.aa:
             exes["case"], engines["case"] = exes.get("base"), engines.get("base")
         per_round = {"base": [], "case": []}
+        paired = []
         rounds_started = time.time()
         for r in range(a.rounds if targets else 0):
             runs = {"base": [], "case": []}
@@ -291,21 +315,27 @@ def main():
                                               tmp / f"home-{side}", a.cpu))
             for side in ("base", "case"):
                 per_round[side].append(side_values(runs[side]))
+            paired.append(paired_round(runs["base"], runs["case"]))
             left = (time.time() - rounds_started) / (r + 1) * (a.rounds - r - 1)
             log(f"round {r + 1}/{a.rounds} done, about {left / 60:.1f} min left")
         rows = e2e_rows(engines, tmp, a.e2e_rounds, a.e2e_requests) if a.e2e else {}
     for bid in sorted(per_round["base"][0] if per_round["base"] else []):
-        d = [math.log(c[bid] / b[bid]) for b, c in zip(per_round["base"], per_round["case"])
-             if b.get(bid) and c.get(bid)]
+        if a.paired:
+            d = [p[bid][0] for p in paired if bid in p]
+        else:
+            d = [math.log(c[bid] / b[bid]) for b, c in zip(per_round["base"], per_round["case"])
+                 if b.get(bid) and c.get(bid)]
         est, lo, hi = hodges_lehmann(d)
         rows[bid] = {"rounds": len(d), "log_ratios": d, "change": math.expm1(est),
                      "ci95": [None if lo is None else math.expm1(lo),
                               None if hi is None else math.expm1(hi)]}
+        if a.paired:
+            rows[bid]["pair_log_ratios"] = [p[bid][1] for p in paired if bid in p]
     out = Path(a.out) / a.case
     out.mkdir(parents=True, exist_ok=True)
     rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
            "targets": targets, "filter": a.filter, "rounds": a.rounds,
-           "processes": a.processes,
+           "processes": a.processes, "paired": a.paired,
            "criterion_args": args, "cpu": a.cpu, "aa": a.aa,
            "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
            "wall_s": round(time.time() - started, 1), "rows": rows}

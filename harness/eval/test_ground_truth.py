@@ -43,6 +43,27 @@ class GroundTruthTest(unittest.TestCase):
                          ["base", "case", "case", "base", "base", "case"])
         self.assertEqual(gt.process_order(1, 2), ["case", "base", "base", "case"])
 
+    def test_paired_round_compares_each_pair_in_its_own_time(self):
+        import math
+        # Three pairs; the machine's speed level moves between pairs (1.0, then 1.5, then 1.0),
+        # the case is 10 % slower within each pair. Side medians would mix the levels; the
+        # pairs' median ratio is exactly 1.1.
+        base = [{"a": 1.0}, {"a": 1.5}, {"a": 1.0, "b": 2.0}]
+        case = [{"a": 1.1}, {"a": 1.65}, {"a": 1.1, "b": 3.0}]
+        out = gt.paired_round(base, case)
+        self.assertAlmostEqual(out["a"][0], math.log(1.1))
+        self.assertEqual(len(out["a"][1]), 3)
+        # A benchmark only one pair reports has that pair's ratio.
+        self.assertAlmostEqual(out["b"][0], math.log(1.5))
+        # A pair where one side lacks the benchmark is left out, not paired across time.
+        out = gt.paired_round([{"a": 1.0}, {"a": 2.0}], [{}, {"a": 2.2}])
+        self.assertEqual(len(out["a"][1]), 1)
+        self.assertAlmostEqual(out["a"][0], math.log(1.1))
+        # The median, not the mean: one pair straddling a level change does not move it.
+        out = gt.paired_round([{"a": 1.0}, {"a": 1.0}, {"a": 1.0}],
+                              [{"a": 1.1}, {"a": 1.6}, {"a": 1.1}])
+        self.assertAlmostEqual(out["a"][0], math.log(1.1))
+
 
 if __name__ == "__main__":
     unittest.main()
