@@ -144,19 +144,22 @@ def result_rows(res):
     return rows
 
 
-def case_runs(out, ground, ground_t2=None):
+def case_runs(out, ground, ground_t2=None, ground_sampling=None):
     """(case, run dir, its ground-truth rows, its results or None) of every run under `out`.
     With `ground_t2`, a two-thread row's truth comes from `ground_t2/CASE/ground-truth.json`
     when there is one (corpus/device_t2.py: measured on a dedicated machine, corpus/README.md
-    step 2), marked `"method": "device"`."""
+    step 2), marked `"method": "device"`; with `ground_sampling`, a sampling row's from
+    `ground_sampling/CASE/ground-truth.json` (ground_truth.py --paired, corpus/README.md
+    finding 6), marked `"method": "paired"`."""
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        t2_file = Path(ground_t2) / case_dir.name / "ground-truth.json" if ground_t2 else None
-        if t2_file is not None and t2_file.is_file():
-            for bid, row in json.loads(t2_file.read_text())["rows"].items():
-                if threads_of(bid) == "two":
-                    truth[bid] = {**row, "method": "device"}
+        for extra, method in ((ground_t2, "device"), (ground_sampling, "paired")):
+            f = Path(extra) / case_dir.name / "ground-truth.json" if extra else None
+            if f is not None and f.is_file():
+                for bid, row in json.loads(f.read_text())["rows"].items():
+                    if truth_method(bid) == method:
+                        truth[bid] = {**row, "method": method}
         for run in sorted(case_dir.glob("run-*")):
             res_file = saved.find(run / "results.json")
             res = saved.load_json(res_file) if res_file is not None else None
@@ -173,7 +176,7 @@ def table(a):
              "check |", "|---|---|---|---|---|---|---|---|"]
     violations, checked, counts = [], 0, {}
     reach_of = reach_patterns(a.cases_dir)
-    for case, run, truth, res in case_runs(out, a.ground, a.ground_t2):
+    for case, run, truth, res in case_runs(out, a.ground, a.ground_t2, a.ground_sampling):
         if res is not None:
             for bid, status, thr, ch in result_rows(res):
                 thr = thr or 0.03
@@ -184,8 +187,8 @@ def table(a):
                 tlo, thi = t["ci95"] if t is not None else (None, None)
                 if t is not None:
                     true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
-                    if t.get("method") == "device":
-                        true_s += " (device)"
+                    if t.get("method") in ("device", "paired"):
+                        true_s += f" ({t['method']})"
                 else:
                     true_s = "not measured" if reach else "not measured, outside the patch's reach"
                 slow = tlo is not None and tlo >= thr + 0.01
@@ -201,24 +204,25 @@ def table(a):
                     check = f"{kind}: not {emoji}"
                     if status == forbidden:
                         check = f"**VIOLATION: {emoji}**"
-                        if threads_of(bid) == "two" and t.get("method") != "device":
-                            # corpus/README.md, finding 1 and step 2's amendments: on this VM,
-                            # criterion rounds give two-thread rows intervals that exclude 0 by
-                            # 10-20 % on unchanged code.
-                            check += " (two-thread truth: method noise)"
-                        violations.append((case, run.name, bid))
+                        if reach and method_noise(bid, t):
+                            # corpus/README.md, finding 1, step 2's amendments and finding 6: on
+                            # this VM, plain criterion rounds give two-thread and sampling rows
+                            # intervals 10-50 % wide or off 0 on unchanged code.
+                            check += " (truth: method noise)"
+                        violations.append((case, run.name, bid, reach and method_noise(bid, t)))
                 counts[(kind, status)] = counts.get((kind, status), 0) + 1
                 lines.append(f"| {case} | {run.name} | `{bid}` | {status} | "
                              f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
                              f"{check} |")
     print("\n".join(lines))
     two = sum(1 for v in violations if threads_of(v[2]) == "two")
+    noise = sum(1 for v in violations if v[3])
     print(f"\n{checked} rows checked against the ground truth, {len(violations)} violations "
-          f"({two} on two-thread rows)")
+          f"({two} on two-thread rows; {noise} where the truth's method is noise there)")
     for (kind, status), n in sorted(counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         print(f"{kind}: {status} {n}")
     for v in violations:
-        print(f"violation: {v}")
+        print(f"violation: {v[:3]}" + (" (truth: method noise)" if v[3] else ""))
 
 
 def binom_sf(k, n, p):
@@ -262,13 +266,32 @@ def threads_of(bid):
     return "two" if re.search(r"_t2/", bid) else "single"
 
 
-def bucket_rows(out, ground, reach_of, ground_t2=None):
+def truth_method(bid):
+    """The ground-truth method a row's truth must come from to count (corpus/README.md): the
+    dedicated machine's (`device`) for a two-thread row and the paired processes' (`paired`) for
+    a sampling row, where this VM's plain criterion rounds are method noise (step 2's
+    amendments, finding 6); None (the plain rounds) for every other row."""
+    if threads_of(bid) == "two":
+        return "device"
+    if re.match(r"(sampling_latency|logit_processing)/", bid):
+        return "paired"
+    return None
+
+
+def method_noise(bid, truth):
+    """Whether a row's truth comes from a method that cannot place it (see `truth_method`)."""
+    need = truth_method(bid)
+    return need is not None and (truth or {}).get("method") != need
+
+
+def bucket_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
     `out`, and the runs' wall times. A two-thread row counts only with a truth from the
-    dedicated machine (`ground_t2`): this VM's is method noise (corpus/README.md, step 2's
-    amendments)."""
+    dedicated machine (`ground_t2`), a sampling row only with one of the paired processes
+    (`ground_sampling`): this VM's plain rounds are method noise for them (corpus/README.md,
+    step 2's amendments, finding 6)."""
     rows, walls = [], []
-    for case, run, truth, res in case_runs(out, ground, ground_t2):
+    for case, run, truth, res in case_runs(out, ground, ground_t2, ground_sampling):
         meta = run / "run.json"
         if meta.is_file():
             walls.append(json.loads(meta.read_text())["wall_s"])
@@ -276,7 +299,7 @@ def bucket_rows(out, ground, reach_of, ground_t2=None):
             t = truth.get(bid)
             if t is None or not re.search(reach_of.get(case, ""), bid):
                 continue
-            if threads_of(bid) == "two" and t.get("method") != "device":
+            if method_noise(bid, t):
                 continue
             rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
     return rows, walls
@@ -289,7 +312,7 @@ def buckets(a):
     lines = ["| condition | threads | true slowdown | rows | 🔴 | ⚠️ | ❔ | ✅ | 🔴 share [95 % CP] |",
              "|---|---|---|---|---|---|---|---|---|"]
     for out in a.out:
-        rows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2)
+        rows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling)
         cond = Path(out).name
         groups = [(th, [b], b) for th in ("single", "two") for b in BUCKETS]
         groups += [("single", BUCKETS[2:], "**≥ 5 % (target ≥ 90 %)**"),
@@ -331,6 +354,8 @@ def main():
     t.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     t.add_argument("--ground-t2", default=None,
                    help="the two-thread rows' ground truth from a dedicated machine, if any")
+    t.add_argument("--ground-sampling", default=None,
+                   help="the sampling rows' ground truth of the paired processes, if any")
     b = sub.add_parser("buckets")
     b.add_argument("--out", action="append", required=True,
                    help="a condition's results directory (repeatable: quiet, one-core)")
@@ -338,6 +363,8 @@ def main():
     b.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     b.add_argument("--ground-t2", default=None,
                    help="the two-thread rows' ground truth from a dedicated machine, if any")
+    b.add_argument("--ground-sampling", default=None,
+                   help="the sampling rows' ground truth of the paired processes, if any")
     a = ap.parse_args()
     {"run": run_cases, "table": table, "buckets": buckets}[a.cmd](a)
 

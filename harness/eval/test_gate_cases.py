@@ -124,6 +124,43 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(sorted(rows), [("single", "≥ 10 %", "regression"),
                                             ("two", "< δ", "regression")])
 
+    def test_sampling_rows_count_only_with_the_paired_truth(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "cases").mkdir()
+            (d / "cases" / "reach.json").write_text(json.dumps(
+                {"c": {"kind": "constant", "neutral": False,
+                       "reach": ["^sampling_latency/", "^logit_processing/", "^add/"],
+                       "expected": []}}))
+            (d / "truth" / "c").mkdir(parents=True)
+            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "sampling_latency/top_k_per_token/49152": {"change": 0.3},
+                "logit_processing/seven_processor_chain_per_step/49152": {"change": 0.3},
+                "add/f32/small": {"change": 0.3}}}))
+            (d / "paired" / "c").mkdir(parents=True)
+            (d / "paired" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "add/f32/small": {"change": 0.9},  # not a sampling row: ignored
+                "sampling_latency/top_k_per_token/49152": {"change": 0.06}}}))
+            run = d / "quiet" / "c" / "run-001"
+            run.mkdir(parents=True)
+            (run / "results.json").write_text(json.dumps({"benches": [
+                {"id": b, "status": "regression", "threshold": 0.03} for b in (
+                    "sampling_latency/top_k_per_token/49152",
+                    "logit_processing/seven_processor_chain_per_step/49152",
+                    "add/f32/small")]}))
+            reach = gate_cases.reach_patterns(d / "cases")
+            # Without the paired truth, only the plain row counts.
+            rows, _ = gate_cases.bucket_rows(d / "quiet", d / "truth", reach)
+            self.assertEqual(rows, [("single", "≥ 10 %", "regression")])
+            # With it, the top_k row counts at its paired estimate; the chain, without one, not.
+            rows, _ = gate_cases.bucket_rows(d / "quiet", d / "truth", reach, None, d / "paired")
+            self.assertEqual(sorted(rows), [("single", "5 to 10 %", "regression"),
+                                            ("single", "≥ 10 %", "regression")])
+            [(_, _, truth, _)] = list(gate_cases.case_runs(d / "quiet", d / "truth", None,
+                                                           d / "paired"))
+            self.assertEqual(truth["add/f32/small"], {"change": 0.3})
+            self.assertEqual(truth["sampling_latency/top_k_per_token/49152"]["method"], "paired")
+
 
 if __name__ == "__main__":
     unittest.main()

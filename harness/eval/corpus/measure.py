@@ -8,6 +8,11 @@ Per case, in this order:
             the e2e ones, as criterion's filter, and only the bench targets they name), 12 rounds
             of 1.0 s, and `--e2e` when its reach has the tiny model's CPU rows
             -> ../results/corpus/ground-truth/CASE/ground-truth.json
+  truth-sampling
+            when the reach has sampling rows (sampling_latency/, logit_processing/): their truth by
+            the paired processes (finding 6: ground_truth.py --processes 10 --paired, 12 rounds of
+            0.3 s, those rows by exact id)
+            -> ../results/corpus/ground-truth-sampling/CASE/ground-truth.json
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
@@ -72,6 +77,13 @@ def plan(reach):
     return ("|".join(f"(?:{p})" for p in bench) or None), targets, e2e
 
 
+def sampling_filter(reach):
+    """Criterion's filter for the sampling rows a case's reach names, by exact id; None if none."""
+    ids = [b for b in BENCH_IDS if re.match(r"(sampling_latency|logit_processing)/", b)
+           and any(re.search(p, b) for p in reach)]
+    return "|".join(f"^{re.escape(b)}$" for b in ids) or None
+
+
 def engine_pinned(rev):
     return subprocess.run(["git", "diff", "--quiet", ENGINE_COMMIT, rev, "--", "engine"],
                           cwd=REPO, timeout=60).returncode == 0
@@ -100,7 +112,7 @@ def main():
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
     ap.add_argument("--rev", required=True, help="the base revision of every case")
     ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
-    ap.add_argument("--steps", default="truth,quiet,one-core")
+    ap.add_argument("--steps", default="truth,truth-sampling,quiet,one-core")
     a = ap.parse_args()
     reach = json.loads((HERE / "reach.json").read_text())
     cases = list(reach) if a.all else a.cases
@@ -121,6 +133,14 @@ def main():
             cmd += ["--filter", filt] if filt else []
             cmd += ["--e2e"] if e2e else []
             step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
+        sfilt = sampling_filter(reach[c]["reach"])
+        if "truth-sampling" in steps and sfilt:
+            cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
+                   "--rev", a.rev, "--processes", "10", "--paired", "--rounds", "12",
+                   "--warm-up", "0.2", "--measurement", "0.3", "--targets", "sampling",
+                   "--filter", sfilt, "--out", str(RESULTS / "ground-truth-sampling")]
+            step("truth-sampling", c, cmd,
+                 RESULTS / "ground-truth-sampling" / c / "ground-truth.json")
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
                 cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
