@@ -25,6 +25,14 @@ The corpus (harness/eval/corpus/, its reach in reach.json), under one-core load:
       --case bcast-no-dim-merge:full --out harness/eval/results/corpus/one-core
   python3 harness/eval/gate_cases.py table --cases-dir harness/eval/corpus \\
       --ground harness/eval/results/corpus/ground-truth --out harness/eval/results/corpus/one-core
+`headline`: the corpus's figures against its targets, one column per condition (the README's
+headline table):
+  python3 harness/eval/gate_cases.py headline --cases-dir harness/eval/corpus \\
+      --ground harness/eval/results/corpus/ground-truth \\
+      --ground-sampling harness/eval/results/corpus/ground-truth-sampling \\
+      --out harness/eval/results/corpus/quiet --load none \\
+      --out harness/eval/results/corpus/one-core --load one-core \\
+      --aa harness/eval/results/corpus/aa
 Standard library only. Every child process has a deadline.
 """
 
@@ -170,50 +178,67 @@ def pct(x):
     return "—" if x is None else f"{x * 100:+.1f}"
 
 
+def judged_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
+    """Every gate row of every run under `out`, judged against its ground truth by the two
+    rules of the module doc: dicts with the case, run, row id, status, δ, the gate's change,
+    the truth (or None), whether the row is in the case's reach, `kind` (`slow ≥ δ+1 %`,
+    `untouched` or `unchecked`), `violation` and `noise` (a violation that rests on a truth whose
+    method is noise for that row, `method_noise`)."""
+    for case, run, truth, res in case_runs(out, ground, ground_t2, ground_sampling):
+        for bid, status, thr, ch in result_rows(res) if res is not None else []:
+            thr = thr or 0.03
+            t = truth.get(bid)
+            # A case without a reach reaches every row (no row of it is untouched by construction).
+            reach = re.search(reach_of.get(case, ""), bid) is not None
+            tlo, thi = t["ci95"] if t is not None else (None, None)
+            slow = tlo is not None and tlo >= thr + 0.01
+            untouched = not reach or (tlo is not None and thi is not None
+                                      and -thr < tlo and thi < thr)
+            kind = "slow ≥ δ+1 %" if slow else "untouched" if untouched else "unchecked"
+            forbidden = {"slow ≥ δ+1 %": "no_change", "untouched": "regression"}.get(kind)
+            violation = status == forbidden
+            yield {"case": case, "run": run, "id": bid, "status": status, "thr": thr,
+                   "change": ch, "truth": t, "reach": reach, "kind": kind,
+                   "violation": violation,
+                   # corpus/README.md, finding 1, step 2's amendments and finding 6: on this VM,
+                   # plain criterion rounds give two-thread and sampling rows intervals 10-50 %
+                   # wide or off 0 on unchanged code.
+                   "noise": violation and reach and method_noise(bid, t),
+                   # whether the row's check stands on a truth that can place it (a row outside
+                   # the reach needs none)
+                   "trusted": not (reach and method_noise(bid, t))}
+
+
 def table(a):
     out = Path(a.out)
     lines = ["| case | run | row | gate | gate change [interval] | δ | true change [95 %] | "
              "check |", "|---|---|---|---|---|---|---|---|"]
     violations, checked, counts = [], 0, {}
     reach_of = reach_patterns(a.cases_dir)
-    for case, run, truth, res in case_runs(out, a.ground, a.ground_t2, a.ground_sampling):
-        if res is not None:
-            for bid, status, thr, ch in result_rows(res):
-                thr = thr or 0.03
-                est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
-                t = truth.get(bid)
-                # A case without a reach reaches every row (no row of it is untouched by construction).
-                reach = re.search(reach_of.get(case, ""), bid) is not None
-                tlo, thi = t["ci95"] if t is not None else (None, None)
-                if t is not None:
-                    true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
-                    if t.get("method") in ("device", "paired"):
-                        true_s += f" ({t['method']})"
-                else:
-                    true_s = "not measured" if reach else "not measured, outside the patch's reach"
-                slow = tlo is not None and tlo >= thr + 0.01
-                untouched = not reach or (tlo is not None and thi is not None
-                                          and -thr < tlo and thi < thr)
-                # (applies, what the row must not be, its label)
-                rule = (("slow ≥ δ+1 %", "no_change", "✅") if slow else
-                        ("untouched", "regression", "🔴") if untouched else None)
-                check, kind = "", "unchecked"
-                if rule is not None:
-                    kind, forbidden, emoji = rule
-                    checked += 1
-                    check = f"{kind}: not {emoji}"
-                    if status == forbidden:
-                        check = f"**VIOLATION: {emoji}**"
-                        if reach and method_noise(bid, t):
-                            # corpus/README.md, finding 1, step 2's amendments and finding 6: on
-                            # this VM, plain criterion rounds give two-thread and sampling rows
-                            # intervals 10-50 % wide or off 0 on unchanged code.
-                            check += " (truth: method noise)"
-                        violations.append((case, run.name, bid, reach and method_noise(bid, t)))
-                counts[(kind, status)] = counts.get((kind, status), 0) + 1
-                lines.append(f"| {case} | {run.name} | `{bid}` | {status} | "
-                             f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
-                             f"{check} |")
+    for r in judged_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling):
+        case, run, bid, status, thr, t = (r["case"], r["run"], r["id"], r["status"], r["thr"],
+                                          r["truth"])
+        ch = r["change"]
+        est, lo, hi = ch.get("estimate"), ch.get("ci_low"), ch.get("ci_high")
+        if t is not None:
+            tlo, thi = t["ci95"]
+            true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
+            if t.get("method") in ("device", "paired"):
+                true_s += f" ({t['method']})"
+        else:
+            true_s = "not measured" if r["reach"] else "not measured, outside the patch's reach"
+        kind, check = r["kind"], ""
+        if kind != "unchecked":
+            checked += 1
+            emoji = "✅" if kind == "slow ≥ δ+1 %" else "🔴"
+            check = f"{kind}: not {emoji}"
+            if r["violation"]:
+                check = f"**VIOLATION: {emoji}**" + (" (truth: method noise)" if r["noise"] else "")
+                violations.append((case, run.name, bid, r["noise"]))
+        counts[(kind, status)] = counts.get((kind, status), 0) + 1
+        lines.append(f"| {case} | {run.name} | `{bid}` | {status} | "
+                     f"{pct(est)} [{pct(lo)}, {pct(hi)}] | {thr * 100:.0f} % | {true_s} | "
+                     f"{check} |")
     print("\n".join(lines))
     two = sum(1 for v in violations if threads_of(v[2]) == "two")
     noise = sum(1 for v in violations if v[3])
@@ -333,6 +358,84 @@ def buckets(a):
     print("\n".join(lines))
 
 
+def aa_runs(aa_dir, load):
+    """(🔴 rows, rows, wall s) of every A/A trial of `evaluate.py aa --suite full --load LOAD
+    --out-dir AA_DIR` (its `aa/full-LOAD/run-*`)."""
+    out = []
+    for trial in sorted((Path(aa_dir) / "aa" / f"full-{load}").glob("run-*")):
+        res_file = saved.find(trial / "results.json")
+        if res_file is None or not (trial / "trial.json").is_file():
+            continue
+        statuses = [st for _, st, _, _ in result_rows(saved.load_json(res_file))]
+        wall = json.loads((trial / "trial.json").read_text())["wall_s"]
+        out.append((statuses.count("regression"), len(statuses), wall))
+    return out
+
+
+def share(k, n):
+    """`k of n` with its Clopper-Pearson 95 % interval in percent."""
+    if n == 0:
+        return "none yet"
+    lo, hi = clopper_pearson(k, n)
+    return f"{k} of {n} [{100 * lo:.1f}, {100 * hi:.1f} %]"
+
+
+def headline(a):
+    """The corpus's figures against issue's targets, one column per condition: the README's
+    headline table (regenerated from the saved runs, nothing typed by hand)."""
+    reach_of = reach_patterns(a.cases_dir)
+    reach_file = Path(a.cases_dir) / "reach.json"
+    corpus = json.loads(reach_file.read_text())
+    neutral = {n for n, c in corpus.items() if c.get("neutral")}
+    conds = [(Path(o).name, Path(o), load) for o, load in zip(a.out, a.load)]
+    cols = {k: [] for k in ("cases", "untouched", "aa", "missed", "single", "two", "wall")}
+    for name, out, load in conds:
+        rows = list(judged_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling))
+        runs = {(r["case"], r["run"]) for r in rows}
+        n_neutral = sum(1 for c, _ in runs if c in neutral)
+        cols["cases"].append(f"{len(runs) - n_neutral} regressions, {n_neutral} neutral")
+        u = [r for r in rows if r["kind"] == "untouched"]
+        noisy = sum(r["violation"] and not r["trusted"] for r in u)
+        u = [r for r in u if r["trusted"]]
+        cols["untouched"].append(share(sum(r["violation"] for r in u), len(u)) + (
+            f"; and {noisy} on a truth of a method that cannot place the row" if noisy else ""))
+        aa = aa_runs(a.aa, load) if a.aa else []
+        red_runs = sum(1 for red, _, _ in aa if red)
+        cols["aa"].append(f"{share(red_runs, len(aa))} runs, {sum(r for r, _, _ in aa)} 🔴 of "
+                          f"{sum(n for _, n, _ in aa)} rows" if aa else "none yet")
+        slow = [r for r in rows if r["kind"] == "slow ≥ δ+1 %"]
+        s1 = [r for r in slow if threads_of(r["id"]) == "single" and r["trusted"]]
+        noisy = sum(r["violation"] and not r["trusted"] for r in slow)
+        cols["missed"].append(share(sum(r["violation"] for r in s1), len(s1)) + (
+            f"; and {noisy} on a truth of a method that cannot place the row" if noisy else ""))
+        brows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling)
+        for key, th, bs in (("single", "single", BUCKETS[2:]), ("two", "two", BUCKETS[3:])):
+            sel = [st for t, b, st in brows if t == th and b in bs]
+            cols[key].append(share(sel.count("regression"), len(sel)) if sel else
+                             "not judged: no truth method passed its A/A" if th == "two"
+                             else "none yet")
+        walls += [w for _, _, w in aa]
+        cols["wall"].append(f"median {statistics.median(walls) / 60:.1f} min, max "
+                            f"{max(walls) / 60:.1f} min ({len(walls)} runs)" if walls else "—")
+    what = {
+        "cases": ("corpus PRs measured",
+                  f"{len(corpus)} ({len(corpus) - len(neutral)} regressions, "
+                  f"{len(neutral)} neutral)"),
+        "untouched": ("🔴 on a row the PR does not touch (outside its reach, or true change "
+                      "within ±δ)", "0"),
+        "aa": ("A/A runs of the full suite with any 🔴", "0 of 20"),
+        "missed": ("✅ on a single-threaded row truly slower by δ + 1 % or more", "0"),
+        "single": ("🔴 on single-threaded rows truly ≥ 5 % slower", "≥ 90 %"),
+        "two": ("🔴 on two-thread rows truly ≥ 10 % slower", "≥ 90 %"),
+        "wall": ("wall time of a full check, warm (corpus and A/A runs)", "≤ 20 min"),
+    }
+    lines = ["| what | " + " | ".join(n for n, _, _ in conds) + " | target |",
+             "|---|" + "---|" * len(conds) + "---|"]
+    for key, (label, target) in what.items():
+        lines.append(f"| {label} | " + " | ".join(cols[key]) + f" | {target} |")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -365,8 +468,20 @@ def main():
                    help="the two-thread rows' ground truth from a dedicated machine, if any")
     b.add_argument("--ground-sampling", default=None,
                    help="the sampling rows' ground truth of the paired processes, if any")
+    h = sub.add_parser("headline")
+    h.add_argument("--out", action="append", required=True,
+                   help="a condition's results directory (repeatable: quiet, one-core)")
+    h.add_argument("--load", action="append", required=True, choices=["none", "one-core"],
+                   help="each --out's load, in the same order (its A/A runs are those)")
+    h.add_argument("--aa", default=None, help="evaluate.py aa's --out-dir of the A/A runs")
+    h.add_argument("--cases-dir", default=str(CASES))
+    h.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
+    h.add_argument("--ground-t2", default=None)
+    h.add_argument("--ground-sampling", default=None)
     a = ap.parse_args()
-    {"run": run_cases, "table": table, "buckets": buckets}[a.cmd](a)
+    if a.cmd == "headline" and len(a.load) != len(a.out):
+        raise SystemExit("error: one --load per --out")
+    {"run": run_cases, "table": table, "buckets": buckets, "headline": headline}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,59 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(truth["add/f32/small"], {"change": 0.3})
             self.assertEqual(truth["sampling_latency/top_k_per_token/49152"]["method"], "paired")
 
+    def test_headline_counts_against_the_targets(self):
+        import argparse
+        import contextlib
+        import io
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "cases").mkdir()
+            (d / "cases" / "reach.json").write_text(json.dumps({
+                "c": {"neutral": False, "reach": ["^add/", "^sampling_latency/"]},
+                "n": {"neutral": True, "reach": ["^gather/"]}}))
+            (d / "truth" / "c").mkdir(parents=True)
+            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+                "add/f32/small": {"change": 0.08, "ci95": [0.06, 0.10]},
+                "add/f16/small": {"change": 0.10, "ci95": [0.07, 0.12]},
+                # a plain truth of a sampling row, "slow" by its interval: cannot place the row
+                "sampling_latency/top_k_per_token/49152": {"change": 0.2, "ci95": [0.1, 0.3]}}}))
+            run = d / "quiet" / "c" / "run-001"
+            run.mkdir(parents=True)
+            (run / "run.json").write_text(json.dumps({"wall_s": 600.0}))
+            (run / "results.json").write_text(json.dumps({"benches": [
+                {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
+                {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
+                {"id": "sampling_latency/top_k_per_token/49152", "status": "no_change",
+                 "threshold": 0.03},
+                {"id": "gather/f32/small", "status": "regression", "threshold": 0.03}]}))
+            for i, red in ((1, 0), (2, 2)):
+                t = d / "aa" / "aa" / "full-none" / f"run-{i:03d}"
+                t.mkdir(parents=True)
+                (t / "trial.json").write_text(json.dumps({"wall_s": 900.0}))
+                (t / "results.json").write_text(json.dumps({"benches": [
+                    {"id": f"add/{k}", "status": "regression" if k < red else "no_change"}
+                    for k in range(3)]}))
+            a = argparse.Namespace(out=[str(d / "quiet")], load=["none"], aa=str(d / "aa"),
+                                   cases_dir=str(d / "cases"), ground=str(d / "truth"),
+                                   ground_t2=None, ground_sampling=None)
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                gate_cases.headline(a)
+            got = {line.split(" | ")[0].strip("| "): line.split(" | ")[1]
+                   for line in buf.getvalue().splitlines()[2:]}
+            self.assertEqual(got["corpus PRs measured"], "1 regressions, 0 neutral")
+            # gather/f32/small is outside c's reach: a false 🔴, 1 of 1 checked
+            self.assertTrue(got[next(k for k in got if k.startswith("🔴 on a row"))]
+                            .startswith("1 of 1 "))
+            self.assertTrue(got["A/A runs of the full suite with any 🔴"]
+                            .startswith("1 of 2 "))
+            self.assertIn("2 🔴 of 6 rows", got["A/A runs of the full suite with any 🔴"])
+            missed = got[next(k for k in got if k.startswith("✅ on"))]
+            # add/f16 ✅ at a truth ≥ δ+1 %: 1 of the 2 trusted rows; the sampling row apart.
+            self.assertTrue(missed.startswith("1 of 2 "), missed)
+            self.assertIn("and 1 on a truth of a method that cannot place the row", missed)
+            self.assertIn("median 15.0 min, max 15.0 min (3 runs)", got[next(k for k in got if k.startswith("wall"))])
+
 
 if __name__ == "__main__":
     unittest.main()
