@@ -433,7 +433,25 @@ def headline(a):
              "|---|" + "---|" * len(conds) + "---|"]
     for key, (label, target) in what.items():
         lines.append(f"| {label} | " + " | ".join(cols[key]) + f" | {target} |")
-    print("\n".join(lines))
+    text = "\n".join(lines)
+    print(text)
+    if a.readme:
+        replace_between(Path(a.readme), HEADLINE_START, HEADLINE_END,
+                        f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+                        "`harness/eval/gate_cases.py headline` from the saved runs.\n\n" + text)
+
+
+HEADLINE_START = "<!-- corpus-headline:start -->"
+HEADLINE_END = "<!-- corpus-headline:end -->"
+
+
+def replace_between(path, start, end, text):
+    """`path` with what lies between its `start` and `end` marker lines replaced by `text`."""
+    old = path.read_text()
+    i, j = old.find(start), old.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"error: {path}: no {start} … {end} markers")
+    path.write_text(old[:i + len(start)] + "\n" + text + "\n" + old[j:])
 
 
 def main():
@@ -478,6 +496,8 @@ def main():
     h.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     h.add_argument("--ground-t2", default=None)
     h.add_argument("--ground-sampling", default=None)
+    h.add_argument("--readme", default=None,
+                   help="also put the table between the corpus-headline markers of this file")
     a = ap.parse_args()
     if a.cmd == "headline" and len(a.load) != len(a.out):
         raise SystemExit("error: one --load per --out")

@@ -195,7 +195,7 @@ class BucketTest(unittest.TestCase):
                     for k in range(3)]}))
             a = argparse.Namespace(out=[str(d / "quiet")], load=["none"], aa=str(d / "aa"),
                                    cases_dir=str(d / "cases"), ground=str(d / "truth"),
-                                   ground_t2=None, ground_sampling=None)
+                                   ground_t2=None, ground_sampling=None, readme=None)
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
                 gate_cases.headline(a)
@@ -212,7 +212,19 @@ class BucketTest(unittest.TestCase):
             # add/f16 ✅ at a truth ≥ δ+1 %: 1 of the 2 trusted rows; the sampling row apart.
             self.assertTrue(missed.startswith("1 of 2 "), missed)
             self.assertIn("and 1 on a truth of a method that cannot place the row", missed)
-            self.assertIn("median 15.0 min, max 15.0 min (3 runs)", got[next(k for k in got if k.startswith("wall"))])
+            self.assertIn("median 15.0 min, max 15.0 min (3 runs)",
+                          got[next(k for k in got if k.startswith("wall"))])
+            # --readme: the table goes between the markers, the rest of the file kept.
+            readme = d / "README.md"
+            start, end = gate_cases.HEADLINE_START, gate_cases.HEADLINE_END
+            readme.write_text(f"a\n{start}\nold\n{end}\nb\n")
+            a.readme = str(readme)
+            with contextlib.redirect_stdout(io.StringIO()):
+                gate_cases.headline(a)
+            text = readme.read_text()
+            self.assertTrue(text.startswith(f"a\n{start}\nGenerated "))
+            self.assertTrue(text.endswith(f"|\n{end}\nb\n"))
+            self.assertNotIn("old", text)
 
 
 if __name__ == "__main__":
