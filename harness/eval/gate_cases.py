@@ -32,7 +32,8 @@ headline table):
       --ground-sampling harness/eval/results/corpus/ground-truth-sampling \\
       --out harness/eval/results/corpus/quiet --load none \\
       --out harness/eval/results/corpus/one-core --load one-core \\
-      --aa harness/eval/results/corpus/aa
+      --aa harness/eval/results/corpus/aa --quick harness/eval/results/corpus/quick \\
+      --readme README.md
 Standard library only. Every child process has a deadline.
 """
 
@@ -380,6 +381,14 @@ def share(k, n):
     return f"{k} of {n} [{100 * lo:.1f}, {100 * hi:.1f} %]"
 
 
+def minutes(walls):
+    """`median M min, max X min (N runs)` of wall times in seconds."""
+    if not walls:
+        return "none yet"
+    return (f"median {statistics.median(walls) / 60:.1f} min, max {max(walls) / 60:.1f} min "
+            f"({len(walls)} runs)")
+
+
 def headline(a):
     """The corpus's figures against issue's targets, one column per condition: the README's
     headline table (regenerated from the saved runs, nothing typed by hand)."""
@@ -388,7 +397,8 @@ def headline(a):
     corpus = json.loads(reach_file.read_text())
     neutral = {n for n, c in corpus.items() if c.get("neutral")}
     conds = [(Path(o).name, Path(o), load) for o, load in zip(a.out, a.load)]
-    cols = {k: [] for k in ("cases", "untouched", "aa", "missed", "single", "two", "wall")}
+    cols = {k: [] for k in ("cases", "untouched", "aa", "missed", "single", "two", "wall",
+                            "quick")}
     for name, out, load in conds:
         rows = list(judged_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling))
         runs = {(r["case"], r["run"]) for r in rows}
@@ -415,8 +425,10 @@ def headline(a):
                              "not judged: no truth method passed its A/A" if th == "two"
                              else "none yet")
         walls += [w for _, _, w in aa]
-        cols["wall"].append(f"median {statistics.median(walls) / 60:.1f} min, max "
-                            f"{max(walls) / 60:.1f} min ({len(walls)} runs)" if walls else "—")
+        cols["wall"].append(minutes(walls))
+        quick = [json.loads(f.read_text())["wall_s"] for f in
+                 sorted(Path(a.quick).glob("*/run-*/run.json"))] if a.quick else []
+        cols["quick"].append(minutes(quick) if load == "none" else "—")
     what = {
         "cases": ("corpus PRs measured",
                   f"{len(corpus)} ({len(corpus) - len(neutral)} regressions, "
@@ -428,6 +440,8 @@ def headline(a):
         "single": ("🔴 on single-threaded rows truly ≥ 5 % slower", "≥ 90 %"),
         "two": ("🔴 on two-thread rows truly ≥ 10 % slower", "≥ 90 %"),
         "wall": ("wall time of a full check, warm (corpus and A/A runs)", "≤ 20 min"),
+        "quick": ("wall time of a quick (pre-push) check, warm, the head's build included",
+                  "≤ 3 min"),
     }
     lines = ["| what | " + " | ".join(n for n, _, _ in conds) + " | target |",
              "|---|" + "---|" * len(conds) + "---|"]
@@ -496,6 +510,8 @@ def main():
     h.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     h.add_argument("--ground-t2", default=None)
     h.add_argument("--ground-sampling", default=None)
+    h.add_argument("--quick", default=None,
+                   help="the quick suite's runs (gate_cases.py run … NAME:quick), for its wall time")
     h.add_argument("--readme", default=None,
                    help="also put the table between the corpus-headline markers of this file")
     a = ap.parse_args()

@@ -195,7 +195,8 @@ class BucketTest(unittest.TestCase):
                     for k in range(3)]}))
             a = argparse.Namespace(out=[str(d / "quiet")], load=["none"], aa=str(d / "aa"),
                                    cases_dir=str(d / "cases"), ground=str(d / "truth"),
-                                   ground_t2=None, ground_sampling=None, readme=None)
+                                   ground_t2=None, ground_sampling=None, readme=None,
+                                   quick=None)
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
                 gate_cases.headline(a)
