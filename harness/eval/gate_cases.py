@@ -110,7 +110,8 @@ def run_cases(a):
         out = Path(a.out) / name
         k = 1 + sum(1 for p in out.glob("run-*") if p.is_dir()) if out.is_dir() else 1
         dest = out / f"run-{k:03d}"
-        cmd = [str(Path(a.harness).resolve()), "compare", "--repo", str(work), "--config", str(Path(a.config).resolve()),
+        cmd = [str(Path(a.harness).resolve()), "compare", "--repo", str(work),
+               "--config", str(Path(a.config).resolve()),
                "--suite", suite, "--base", rev, "--head", f"case/{name}", "--format", "json",
                "--out", str(dest.resolve()), "--fail-on", "never", "--no-profile"]
         log(f"{name}: {' '.join(cmd)}")
@@ -335,7 +336,8 @@ def buckets(a):
     """Detection by true-effect bucket per condition, 🔴 share with its Clopper-Pearson 95 %
     interval; the issue's targets (single-threaded rows ≥ 5 %, two-thread rows ≥ 10 %) apart."""
     reach_of = reach_patterns(a.cases_dir)
-    lines = ["| condition | threads | true slowdown | rows | 🔴 | ⚠️ | ❔ | ✅ | 🔴 share [95 % CP] |",
+    lines = ["| condition | threads | true slowdown | rows | 🔴 | ⚠️ | ❔ | ✅ | "
+             "🔴 share [95 % CP] |",
              "|---|---|---|---|---|---|---|---|---|"]
     for out in a.out:
         rows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling)
@@ -349,7 +351,8 @@ def buckets(a):
                 continue
             n, k = len(sel), sel.count("regression")
             lo, hi = clopper_pearson(k, n)
-            lines.append(f"| {cond} | {th} | {label} | {n} | {k} | {sel.count('possible_regression')} "
+            lines.append(f"| {cond} | {th} | {label} | {n} | {k} | "
+                         f"{sel.count('possible_regression')} "
                          f"| {sel.count('too_noisy')} | {sel.count('no_change')} | "
                          f"{100 * k / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] |")
         if walls:
