@@ -157,18 +157,20 @@ def result_rows(res):
 def case_runs(out, ground, ground_t2=None, ground_sampling=None):
     """(case, run dir, its ground-truth rows, its results or None) of every run under `out`.
     With `ground_t2`, a two-thread row's truth comes from `ground_t2/CASE/ground-truth.json`
-    when there is one (corpus/device_t2.py: measured on a dedicated machine, corpus/README.md
-    step 2), marked `"method": "device"`; with `ground_sampling`, a sampling row's from
-    `ground_sampling/CASE/ground-truth.json` (ground_truth.py --paired, corpus/README.md
-    finding 6), marked `"method": "paired"`."""
+    when there is one, and with `ground_sampling` a sampling row's from
+    `ground_sampling/CASE/ground-truth.json`, each marked with its method: `"paired"` for
+    ground_truth.py --paired (corpus/README.md, finding 6 and step 2's third two-thread method),
+    `"device"` for corpus/device_t2.py (a dedicated machine, step 2)."""
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
-        for extra, method in ((ground_t2, "device"), (ground_sampling, "paired")):
+        for extra, rows_of in ((ground_t2, "two"), (ground_sampling, "sampling")):
             f = Path(extra) / case_dir.name / "ground-truth.json" if extra else None
             if f is not None and f.is_file():
-                for bid, row in json.loads(f.read_text())["rows"].items():
-                    if truth_method(bid) == method:
+                rec = json.loads(f.read_text())
+                method = "paired" if rec.get("paired") else "device"
+                for bid, row in rec["rows"].items():
+                    if row_kind(bid) == rows_of:
                         truth[bid] = {**row, "method": method}
         for run in sorted(case_dir.glob("run-*")):
             res_file = saved.find(run / "results.json")
@@ -294,16 +296,19 @@ def threads_of(bid):
     return "two" if re.search(r"_t2/", bid) else "single"
 
 
+def row_kind(bid):
+    """`two` for a two-thread row, `sampling` for a sampling row, else `other`."""
+    if threads_of(bid) == "two":
+        return "two"
+    return "sampling" if re.match(r"(sampling_latency|logit_processing)/", bid) else "other"
+
+
 def truth_method(bid):
     """The ground-truth method a row's truth must come from to count (corpus/README.md): the
-    dedicated machine's (`device`) for a two-thread row and the paired processes' (`paired`) for
-    a sampling row, where this VM's plain criterion rounds are method noise (step 2's
-    amendments, finding 6); None (the plain rounds) for every other row."""
-    if threads_of(bid) == "two":
-        return "device"
-    if re.match(r"(sampling_latency|logit_processing)/", bid):
-        return "paired"
-    return None
+    paired processes' (`paired`) for a two-thread or sampling row, where this VM's plain
+    criterion rounds are method noise (step 2's amendments, finding 6; the dedicated machine's
+    `device` truth failed its A/A); None (the plain rounds) for every other row."""
+    return None if row_kind(bid) == "other" else "paired"
 
 
 def method_noise(bid, truth):

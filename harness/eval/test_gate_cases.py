@@ -92,36 +92,44 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(rows, [("single", "5 to 10 %", "regression")])
             self.assertEqual(walls, [600.0])
 
-    def test_two_thread_rows_take_the_dedicated_machines_truth(self):
+    def test_two_thread_rows_count_only_with_the_paired_truth(self):
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
             (d / "cases").mkdir()
             (d / "cases" / "reach.json").write_text(json.dumps(
                 {"c": {"kind": "parallel", "neutral": False, "reach": ["^matmul/"],
-                       "expected": []}}))
-            (d / "truth" / "c").mkdir(parents=True)
-            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
-                "matmul/f32_t1/1x256x256": {"change": 0.1},
-                "matmul/f32_t2/1x256x256": {"change": 0.3},
-                "matmul/f16_t2/1x256x256": {"change": 0.3}}}))
-            (d / "t2" / "c").mkdir(parents=True)
-            (d / "t2" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
-                "matmul/f32_t1/1x256x256": {"change": 0.9},  # not a two-thread row: ignored
-                "matmul/f32_t2/1x256x256": {"change": 0.02}}}))
-            run = d / "quiet" / "c" / "run-001"
-            run.mkdir(parents=True)
-            (run / "results.json").write_text(json.dumps({"benches": [
-                {"id": b, "status": "regression", "threshold": 0.03} for b in (
-                    "matmul/f32_t1/1x256x256", "matmul/f32_t2/1x256x256",
-                    "matmul/f16_t2/1x256x256")]}))
-            [(_, _, truth, _)] = list(gate_cases.case_runs(d / "quiet", d / "truth", d / "t2"))
-            self.assertEqual(truth["matmul/f32_t1/1x256x256"], {"change": 0.1})
-            self.assertEqual(truth["matmul/f32_t2/1x256x256"],
-                             {"change": 0.02, "method": "device"})
-            # Buckets: the f16_t2 row has only this VM's truth and is left out.
+                       "expected": []}, "e": {"neutral": False, "reach": ["^matmul/"]}}))
+            for case in ("c", "e"):
+                (d / "truth" / case).mkdir(parents=True)
+                (d / "truth" / case / "ground-truth.json").write_text(json.dumps({"rows": {
+                    "matmul/f32_t1/1x256x256": {"change": 0.1},
+                    "matmul/f32_t2/1x256x256": {"change": 0.3},
+                    "matmul/f16_t2/1x256x256": {"change": 0.3}}}))
+                (d / "t2" / case).mkdir(parents=True)
+                run = d / "quiet" / case / "run-001"
+                run.mkdir(parents=True)
+                (run / "results.json").write_text(json.dumps({"benches": [
+                    {"id": b, "status": "regression", "threshold": 0.03} for b in (
+                        "matmul/f32_t1/1x256x256", "matmul/f32_t2/1x256x256",
+                        "matmul/f16_t2/1x256x256")]}))
+            # c: a paired truth (ground_truth.py --paired); e: the dedicated machine's, whose
+            # method failed its A/A.
+            (d / "t2" / "c" / "ground-truth.json").write_text(json.dumps({"paired": True,
+                "rows": {"matmul/f32_t1/1x256x256": {"change": 0.9},  # not two-thread: ignored
+                         "matmul/f32_t2/1x256x256": {"change": 0.02}}}))
+            (d / "t2" / "e" / "ground-truth.json").write_text(json.dumps({"paired": False,
+                "rows": {"matmul/f32_t2/1x256x256": {"change": 0.02}}}))
+            runs = {c: t for c, _, t, _ in gate_cases.case_runs(d / "quiet", d / "truth",
+                                                                d / "t2")}
+            self.assertEqual(runs["c"]["matmul/f32_t1/1x256x256"], {"change": 0.1})
+            self.assertEqual(runs["c"]["matmul/f32_t2/1x256x256"],
+                             {"change": 0.02, "method": "paired"})
+            self.assertEqual(runs["e"]["matmul/f32_t2/1x256x256"]["method"], "device")
+            # Buckets: c's f16_t2 row (plain truth) and e's device truths are left out.
             rows, _ = gate_cases.bucket_rows(d / "quiet", d / "truth",
                                              gate_cases.reach_patterns(d / "cases"), d / "t2")
             self.assertEqual(sorted(rows), [("single", "≥ 10 %", "regression"),
+                                            ("single", "≥ 10 %", "regression"),
                                             ("two", "< δ", "regression")])
 
     def test_sampling_rows_count_only_with_the_paired_truth(self):
@@ -138,7 +146,8 @@ class BucketTest(unittest.TestCase):
                 "logit_processing/seven_processor_chain_per_step/49152": {"change": 0.3},
                 "add/f32/small": {"change": 0.3}}}))
             (d / "paired" / "c").mkdir(parents=True)
-            (d / "paired" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
+            paired = d / "paired" / "c" / "ground-truth.json"
+            paired.write_text(json.dumps({"paired": True, "rows": {
                 "add/f32/small": {"change": 0.9},  # not a sampling row: ignored
                 "sampling_latency/top_k_per_token/49152": {"change": 0.06}}}))
             run = d / "quiet" / "c" / "run-001"
@@ -217,7 +226,8 @@ class BucketTest(unittest.TestCase):
             self.assertIn("and 1 on a truth of a method that cannot place the row", missed)
             self.assertIn("median 10.0 min, max 10.0 min (1 run)",
                           got[next(k for k in got if k.startswith("wall"))])
-            self.assertIn("wall time median 15.0 min", got["A/A runs of the full suite with any 🔴"])
+            self.assertIn("wall time median 15.0 min",
+                          got["A/A runs of the full suite with any 🔴"])
             # --readme: the table goes between the markers, the rest of the file kept.
             readme = d / "README.md"
             start, end = gate_cases.HEADLINE_START, gate_cases.HEADLINE_END

@@ -13,6 +13,10 @@ Per case, in this order:
             the paired processes (finding 6: ground_truth.py --processes 10 --paired, 12 rounds of
             0.3 s, those rows by exact id)
             -> ../results/corpus/ground-truth-sampling/CASE/ground-truth.json
+  truth-t2  when the reach has two-thread rows (matmul/*_t2/): their truth by the same paired
+            processes (README.md step 2's third method; matmul target, those rows by exact id)
+            -> ../results/corpus/ground-truth-t2/CASE/ground-truth.json
+  Both paired steps are used only if their method passed its A/A (README.md); `--steps` says.
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
@@ -77,10 +81,14 @@ def plan(reach):
     return ("|".join(f"(?:{p})" for p in bench) or None), targets, e2e
 
 
-def sampling_filter(reach):
-    """Criterion's filter for the sampling rows a case's reach names, by exact id; None if none."""
-    ids = [b for b in BENCH_IDS if re.match(r"(sampling_latency|logit_processing)/", b)
-           and any(re.search(p, b) for p in reach)]
+SAMPLING_ROWS = r"^(sampling_latency|logit_processing)/"
+T2_ROWS = r"^matmul/[a-z0-9]+_t2/"
+
+
+def rows_filter(reach, rows):
+    """Criterion's filter for the rows matching `rows` that a case's reach names, by exact id;
+    None if none."""
+    ids = [b for b in BENCH_IDS if re.search(rows, b) and any(re.search(p, b) for p in reach)]
     return "|".join(f"^{re.escape(b)}$" for b in ids) or None
 
 
@@ -112,7 +120,9 @@ def main():
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
     ap.add_argument("--rev", required=True, help="the base revision of every case")
     ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
-    ap.add_argument("--steps", default="truth,truth-sampling,quiet,one-core")
+    ap.add_argument("--steps", default="truth,quiet,one-core",
+                    help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps "
+                         "only once their method passed its A/A, README.md)")
     a = ap.parse_args()
     reach = json.loads((HERE / "reach.json").read_text())
     cases = list(reach) if a.all else a.cases
@@ -133,14 +143,16 @@ def main():
             cmd += ["--filter", filt] if filt else []
             cmd += ["--e2e"] if e2e else []
             step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
-        sfilt = sampling_filter(reach[c]["reach"])
-        if "truth-sampling" in steps and sfilt:
-            cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
-                   "--rev", a.rev, "--processes", "10", "--paired", "--rounds", "12",
-                   "--warm-up", "0.2", "--measurement", "0.3", "--targets", "sampling",
-                   "--filter", sfilt, "--out", str(RESULTS / "ground-truth-sampling")]
-            step("truth-sampling", c, cmd,
-                 RESULTS / "ground-truth-sampling" / c / "ground-truth.json")
+        for name, rows, target in (("truth-sampling", SAMPLING_ROWS, "sampling"),
+                                   ("truth-t2", T2_ROWS, "matmul")):
+            filt = rows_filter(reach[c]["reach"], rows)
+            if name in steps and filt:
+                out = RESULTS / f"ground-{name}"
+                cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
+                       "--rev", a.rev, "--processes", "10", "--paired", "--rounds", "12",
+                       "--warm-up", "0.2", "--measurement", "0.3", "--targets", target,
+                       "--filter", filt, "--out", str(out)]
+                step(name, c, cmd, out / c / "ground-truth.json")
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
                 cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
