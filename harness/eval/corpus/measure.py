@@ -16,7 +16,7 @@ Per case, in this order:
   truth-t2  when the reach has two-thread rows (matmul/*_t2/): their truth by the same paired
             processes (README.md step 2's third method; matmul target, those rows by exact id)
             -> ../results/corpus/ground-truth-t2/CASE/ground-truth.json
-  Both paired steps are used only if their method passed its A/A (README.md); `--steps` says.
+  Both paired steps passed their A/A (README.md step 2, 2026-12-04), so the default runs them.
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
@@ -26,7 +26,7 @@ built from that revision (plus the case's patch), so what `engine/` is at HEAD d
 
 Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
-      [--steps truth,quiet,one-core] CASE...     (or --all: every case of reach.json)
+      [--steps truth,truth-sampling,truth-t2,quiet,one-core] CASE...     (or --all: every case of reach.json)
 Standard library only. Every child process has a deadline.
 """
 
@@ -120,9 +120,9 @@ def main():
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
     ap.add_argument("--rev", required=True, help="the base revision of every case")
     ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
-    ap.add_argument("--steps", default="truth,quiet,one-core",
-                    help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps "
-                         "only once their method passed its A/A, README.md)")
+    ap.add_argument("--steps", default="truth,truth-sampling,truth-t2,quiet,one-core",
+                    help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps' "
+                         "methods passed their A/A, README.md step 2)")
     a = ap.parse_args()
     reach = json.loads((HERE / "reach.json").read_text())
     cases = list(reach) if a.all else a.cases
