@@ -136,8 +136,19 @@ impl Group<'_> {
         }
     }
 
-    /// Benchmark `routine` on a fresh input from `setup` each iteration; the setup is not timed
-    /// (criterion's `iter_batched_ref` with `BatchSize::SmallInput`: ten batches per sample).
+    /// Benchmark `routine` on a fresh input from `setup` each iteration, built right before that
+    /// iteration and not timed (criterion's `iter_batched_ref` with `BatchSize::PerIteration`;
+    /// when serving, each iteration timed on its own the same way).
+    ///
+    /// One input per batch, so an input is as warm when its iteration starts as it would be in a
+    /// decode step (the logits come straight from the LM head) at every sample size. With
+    /// criterion's `SmallInput` (a tenth of a sample's iterations per batch) the inputs' cache
+    /// state followed the sample's iteration count: a 192 KiB logits clone per input, one to five
+    /// per batch in the gate's short samples (still in L2 when used) and up to 34 (6.5 MiB, gone
+    /// to memory) in criterion's 1 s samples. A patch that adds a pass over the logits measured
+    /// +19 % in short samples and +2 % in long ones on the same two executables
+    /// (harness/eval/corpus/README.md, finding 9). The price is two clock marks per iteration
+    /// (well under 1 µs, against 20-300 µs for the sampling rows), the same on both sides.
     pub fn bench_with_setup<I, O>(
         &mut self,
         function: impl Display,
@@ -149,26 +160,20 @@ impl Group<'_> {
         match &mut self.mode {
             Mode::Criterion(g) => {
                 g.bench_function(BenchmarkId::new(function.to_string(), parameter), |b| {
-                    b.iter_batched_ref(&mut setup, &mut routine, BatchSize::SmallInput)
+                    b.iter_batched_ref(&mut setup, &mut routine, BatchSize::PerIteration)
                 });
             }
             Mode::Serve(id) => {
                 if *id == format!("{}/{function}/{parameter}", self.name) {
                     serve(&format!("{id}{announce}"), |n| {
-                        let batch = n.div_ceil(10).max(1);
-                        let mut left = n;
                         let mut t = Timed::default();
-                        while left > 0 {
-                            let k = left.min(batch);
-                            let mut inputs: Vec<I> = (0..k).map(|_| setup()).collect();
-                            let mut outputs = Vec::with_capacity(k as usize);
+                        for _ in 0..n {
+                            let mut input = setup();
                             let start = Mark::start();
-                            for input in inputs.iter_mut() {
-                                outputs.push(routine(black_box(input)));
-                            }
+                            let output = routine(black_box(&mut input));
                             t.add(&start, &Mark::end());
-                            black_box(&outputs);
-                            left -= k;
+                            // Dropped untimed, as criterion drops a batch's outputs.
+                            black_box(output);
                         }
                         t
                     });
