@@ -425,12 +425,19 @@ def headline(a):
         cols["aa"].append(f"{share(red_runs, len(aa))} runs, {sum(r for r, _, _ in aa)} 🔴 of "
                           f"{sum(n for _, n, _ in aa)} rows; wall time "
                           f"{minutes([w for _, _, w in aa])}" if aa else "none yet")
+        # Every row with a truth of an accepted method (the target says "any row"), split by
+        # threads, since the two-thread truths came later (their paired method's A/A).
         slow = [r for r in rows if r["kind"] == "slow ≥ δ+1 %"]
-        s1 = [r for r in slow if threads_of(r["id"]) == "single" and r["trusted"]]
-        noisy = sum(r["violation"] and not r["trusted"] for r in slow
-                    if threads_of(r["id"]) == "single")
-        cols["missed"].append(share(sum(r["violation"] for r in s1), len(s1)) + (
-            f"; and {noisy} on a truth of a method that cannot place the row" if noisy else ""))
+        trusted = [r for r in slow if r["trusted"]]
+        noisy = sum(r["violation"] and not r["trusted"] for r in slow)
+        by = {th: [r for r in trusted if threads_of(r["id"]) == th] for th in ("single", "two")}
+        cols["missed"].append(
+            share(sum(r["violation"] for r in trusted), len(trusted))
+            + f": single-threaded {sum(r['violation'] for r in by['single'])} of "
+              f"{len(by['single'])}, two-thread {sum(r['violation'] for r in by['two'])} of "
+              f"{len(by['two'])}"
+            + (f"; and {noisy} on a truth of a method that cannot place the row" if noisy
+               else ""))
         brows, walls = bucket_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling)
         for key, th, bs in (("single", "single", BUCKETS[2:]), ("two", "two", BUCKETS[3:])):
             sel = [st for t, b, st in brows if t == th and b in bs]
@@ -448,7 +455,7 @@ def headline(a):
         "untouched": ("🔴 on a row the PR does not touch (outside its reach, or true change "
                       "within ±δ)", "0"),
         "aa": ("A/A runs of the full suite with any 🔴", "0 of 20"),
-        "missed": ("✅ on a single-threaded row truly slower by δ + 1 % or more", "0"),
+        "missed": ("✅ on a row truly slower by δ + 1 % or more", "0"),
         "single": ("🔴 on single-threaded rows truly ≥ 5 % slower", "≥ 90 %"),
         "two": ("🔴 on two-thread rows truly ≥ 10 % slower", "≥ 90 %"),
         "wall": ("wall time of a full check of a corpus PR, warm", "≤ 20 min"),

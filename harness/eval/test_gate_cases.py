@@ -223,6 +223,7 @@ class BucketTest(unittest.TestCase):
             missed = got[next(k for k in got if k.startswith("✅ on"))]
             # add/f16 ✅ at a truth ≥ δ+1 %: 1 of the 2 trusted rows; the sampling row apart.
             self.assertTrue(missed.startswith("1 of 2 "), missed)
+            self.assertIn(": single-threaded 1 of 2, two-thread 0 of 0", missed)
             self.assertIn("and 1 on a truth of a method that cannot place the row", missed)
             self.assertIn("median 10.0 min, max 10.0 min (1 run)",
                           got[next(k for k in got if k.startswith("wall"))])
