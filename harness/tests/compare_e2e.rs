@@ -23,7 +23,7 @@ use harness::results::{Outcome, Results, Status};
 use harness::vocab::{Side, Stage};
 
 mod common;
-use common::{BENCH, CARGO_TOML, lib_rs};
+use common::{BENCH, CARGO_TOML, bench_per_request, lib_rs};
 
 const HARNESS_YAML: &str = r#"packages: [fixture]
 default_branch: main
@@ -276,9 +276,13 @@ fn branches(repo: &Repository) -> Vec<String> {
 fn compare_end_to_end_on_a_throwaway_repository() {
     let f = fixture();
     let base = f.commit(&lib_rs(20_000, 20_000, 20_000), "base");
+    // The head's serve loop answers each request in a function of its own, so its instructions
+    // are counted in one process; the base's has none and is counted a process per sample.
+    // Both ways must agree on the unchanged bench.
+    std::fs::write(f.root.join("benches/work.rs"), bench_per_request()).unwrap();
     let head = f.commit(
         &lib_rs(40_000, 10_000, 20_000),
-        "slow 2x slower, fast 2x faster",
+        "slow 2x slower, fast 2x faster; serve loop per request",
     );
     let broken = f.commit("pub fn spin(n: u64) -> u64 { n +* }\n", "does not compile");
     let branches_before = branches(&f.repo);
@@ -344,6 +348,44 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     assert!(
         (fast.change().unwrap() + 0.5).abs() < 0.01,
         "fast: {fast:?}"
+    );
+    // The two ways of counting, on the executables this run built: the head's serve loop gives
+    // callgrind one count per request, so three samples come back apart and the last two differ
+    // by exactly n iterations of `same` (the per-iteration count the base's two processes gave);
+    // the base's loop gives one total for the process.
+    let vg = harness::measure::instructions::find_valgrind().expect("valgrind");
+    let mut exes = Vec::new();
+    for e in walkdir(&f.cache) {
+        let name = e.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("work-") && !name.contains('.') && e.parent().unwrap().ends_with("deps")
+        {
+            exes.push(e);
+        }
+    }
+    let work = f.dir.path().join("callgrind");
+    let mut by_parts = std::collections::BTreeMap::new();
+    for exe in &exes {
+        let parts = harness::measure::instructions::sample_counts(
+            &vg.path,
+            exe,
+            "work/same/x",
+            &[64, 64, 128],
+            &work,
+        )
+        .unwrap();
+        by_parts.insert(parts.len(), parts);
+    }
+    assert_eq!(
+        by_parts.keys().copied().collect::<Vec<_>>(),
+        vec![1, 3],
+        "{exes:?}: {by_parts:?}"
+    );
+    let p = &by_parts[&3];
+    let one_process = (p[2] - p[1]) as f64 / 64.0;
+    let base_same = same.base.unwrap();
+    assert!(
+        (one_process / base_same - 1.0).abs() < 0.001,
+        "one process {one_process} per iteration, two processes {base_same}"
     );
     assert_eq!(r.outcome, Outcome::Fail);
     assert_eq!(code, 1);
@@ -611,4 +653,21 @@ fn pre_push_hook(f: &Fixture, base: &str) {
     let (code, out, _) = f.hook(&["uninstall"]);
     assert_eq!(code, 0);
     assert!(out.contains("nothing to remove"), "{out}");
+}
+
+/// Every file under `dir`, depth first.
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }

@@ -197,32 +197,55 @@ impl Group<'_> {
 #[inline(never)]
 fn serve(ready: &str, mut run: impl FnMut(u64) -> Timed) -> ! {
     let mut out = std::io::stdout().lock();
-    let say = |out: &mut std::io::StdoutLock, line: String| {
-        if writeln!(out, "{PREFIX} {line}")
-            .and_then(|_| out.flush())
-            .is_err()
-        {
-            std::process::exit(0);
+    write_line(&mut out, format!("ready {ready}"));
+    let mut input = std::io::stdin().lock();
+    while one_request(&mut input, &mut out, &mut run) {}
+    std::process::exit(0);
+}
+
+/// Reads one request, runs it and answers; `false` at the end of input. Never inlined, and
+/// with no closure inside (a closure's name would begin with this one's): the harness has
+/// callgrind write its counts out each time this returns (`--dump-after=*common::group::one_request*`),
+/// so one process counts several samples apart. Its name must not match the `serve` pattern above,
+/// which toggles collection on each entry and exit.
+#[inline(never)]
+fn one_request(
+    input: &mut impl BufRead,
+    out: &mut std::io::StdoutLock,
+    run: &mut impl FnMut(u64) -> Timed,
+) -> bool {
+    let mut line = String::new();
+    match input.read_line(&mut line) {
+        Ok(0) | Err(_) => return false,
+        Ok(_) => {}
+    }
+    let n: u64 = match line.trim().parse() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            eprintln!(
+                "{PREFIX}: expected an iteration count, got {:?}",
+                line.trim_end()
+            );
+            std::process::exit(2);
         }
     };
-    say(&mut out, format!("ready {ready}"));
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        let n: u64 = match line.trim().parse() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                eprintln!("{PREFIX}: expected an iteration count, got {line:?}");
-                std::process::exit(2);
-            }
-        };
-        let t = run(n);
-        let cpu = match (t.thread_cpu, t.process_cpu) {
-            (Some(a), Some(b)) => format!(" {a} {b}"),
-            _ => String::new(),
-        };
-        say(&mut out, format!("{n} {}{cpu}", t.wall.as_nanos()));
+    let t = run(n);
+    let cpu = match (t.thread_cpu, t.process_cpu) {
+        (Some(a), Some(b)) => format!(" {a} {b}"),
+        _ => String::new(),
+    };
+    write_line(out, format!("{n} {}{cpu}", t.wall.as_nanos()));
+    true
+}
+
+/// One protocol line; a closed stdout (the harness has gone) ends the process.
+fn write_line(out: &mut std::io::StdoutLock, line: String) {
+    if writeln!(out, "{PREFIX} {line}")
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
     }
-    std::process::exit(0);
 }
 
 /// One instant on the three clocks a sample reports. The CPU clocks are read inside the wall

@@ -7,10 +7,20 @@
 //! (`HARNESS_BENCH_SERVE`, engine/benches/common/group.rs) under
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=*common::group::serve*`, so
 //! only what runs inside the serve loop is counted (building the inputs, loading a tokenizer,
-//! the process start are not), and is asked for **one** sample of `n` iterations, then its
-//! stdin closes. Two such processes, `n` and `2n` iterations, differ by exactly `n` iterations:
-//! the sample's own fixed cost (reading the request, two clock reads, writing the answer) is in
-//! both and cancels. Per iteration = (I(2n) − I(n)) / n.
+//! the process start are not). **One process** is asked for three samples, `n`, `n` and `2n`
+//! iterations, and callgrind writes its counts out after each (`--dump-after` the serve loop's
+//! per-request function): the second and third differ by exactly `n` iterations, their fixed
+//! cost (reading the request, two clock reads, writing the answer) cancels, and the first
+//! takes the process's one-time costs (lazy initialisation, the first touch of buffers) out
+//! of both. Per iteration = (I(2n) − I(n)) / n.
+//!
+//! One process rather than two (`n` in one, `2n` in another, the method until 2026-12-04, still
+//! used for a bench executable without the per-request function): a process can hold state that
+//! its start draws at random and that changes the count, such as the `tokenizers` crate's hash
+//! seeds (ahash's `runtime-rng`, one `getrandom` per process, which nothing outside the crate
+//! can fix). Two processes then count 2·c₂ − c₁ with independent c₁, c₂ (variance 5σ²); one
+//! process counts its own c (σ²). `tokenization/decode` counted 0.158 % apart in three counts
+//! of two processes each (harness/eval/results/noise/instructions-2026-12-04/).
 //!
 //! Valgrind runs the program about 50× slower, so `n` is sized from the measured time per
 //! iteration to a few milliseconds of native work, and every run has a deadline.
@@ -35,6 +45,12 @@ use wait_timeout::ChildExt;
 
 /// The function whose calls are counted: the serve loop of engine/benches/common/group.rs.
 pub const TOGGLE: &str = "*common::group::serve*";
+/// The serve loop's per-request function, after each return of which callgrind writes its
+/// counts out (engine/benches/common/group.rs, `one_request`).
+pub const DUMP_AFTER: &str = "*common::group::one_request*";
+/// How a count was made, part of a cached count's key (counts of the two-process method, until
+/// 2026-12-04, are not reused).
+const METHOD: &str = "one process: n, n, 2n";
 /// Native time one counted sample aims at (the `2n` run takes twice that).
 pub const TARGET_NS: f64 = 4e6;
 /// The longest one valgrind run may take.
@@ -92,6 +108,7 @@ impl CountCache {
         let mut h = Sha256::new();
         let n = n.to_string();
         for part in [
+            METHOD,
             self.valgrind_version.as_str(),
             exe_sha.as_str(),
             id,
@@ -150,8 +167,11 @@ pub fn iterations_for(ns_per_iter: f64) -> u64 {
     }
 }
 
-/// Instructions per iteration of benchmark `id` of `exe`, from two callgrind runs of `n` and
-/// `2n` iterations. `work` holds the callgrind output files (removed after reading).
+/// Instructions per iteration of benchmark `id` of `exe`: samples of `n`, `n` and `2n`
+/// iterations in one callgrind run, (I(2n) − I(n)) / n of the last two; for a bench executable
+/// whose serve loop has no per-request function (callgrind wrote no counts between the
+/// samples), two runs of `n` and `2n`. `work` holds the callgrind output files (removed after
+/// reading).
 pub fn per_iteration(
     valgrind: &Path,
     exe: &Path,
@@ -159,8 +179,14 @@ pub fn per_iteration(
     n: u64,
     work: &Path,
 ) -> Result<f64, String> {
-    let one = count(valgrind, exe, id, n, work)?;
-    let two = count(valgrind, exe, id, 2 * n, work)?;
+    let (one, two) = match sample_counts(valgrind, exe, id, &[n, n, 2 * n], work)?[..] {
+        [_, one, two] => (one, two),
+        _ => {
+            let one = count(valgrind, exe, id, n, work)?;
+            let two = count(valgrind, exe, id, 2 * n, work)?;
+            (one, two)
+        }
+    };
     if two <= one {
         return Err(format!(
             "{id}: {} instructions for {} iterations and {one} for {n}: not counted as iterations",
@@ -171,15 +197,41 @@ pub fn per_iteration(
     Ok((two - one) as f64 / n as f64)
 }
 
-/// Instructions counted inside the serve loop for one sample of `n` iterations.
+/// Instructions counted inside the serve loop for one sample of `n` iterations, alone in its
+/// process.
 pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Result<u64, String> {
+    let all = sample_counts(valgrind, exe, id, &[n], work)?;
+    Ok(all.iter().sum())
+}
+
+/// One callgrind run of `exe` serving `id`, asked for one sample per entry of `samples`: the
+/// instructions of each sample, in order, when callgrind wrote its counts out after each
+/// (`--dump-after`); else (an executable without the per-request function) one total.
+pub fn sample_counts(
+    valgrind: &Path,
+    exe: &Path,
+    id: &str,
+    samples: &[u64],
+    work: &Path,
+) -> Result<Vec<u64>, String> {
     std::fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-    let out = work.join(format!("callgrind.{}.{n}.out", std::process::id()));
-    let _ = std::fs::remove_file(&out);
+    let stem = format!("callgrind.{}.{}", std::process::id(), samples.len());
+    let out = work.join(&stem);
+    let remove_outputs = || {
+        if let Ok(dir) = std::fs::read_dir(work) {
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&stem) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    };
+    remove_outputs();
     let mut child = Command::new(valgrind)
         .arg("--tool=callgrind")
         .arg("--collect-atstart=no")
         .arg(format!("--toggle-collect={TOGGLE}"))
+        .arg(format!("--dump-after={DUMP_AFTER}"))
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(exe)
         .args(["--bench", "--list"])
@@ -190,9 +242,12 @@ pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Resu
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run valgrind on {}: {e}", exe.display()))?;
-    // One request, then end of input: the serve loop answers it and the process exits.
+    // The requests, then end of input: the serve loop answers them in order and the process
+    // exits. They are a few short lines, well inside a pipe's buffer.
     if let Some(mut stdin) = child.stdin.take() {
-        let _ = writeln!(stdin, "{n}");
+        for n in samples {
+            let _ = writeln!(stdin, "{n}");
+        }
     }
     let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
@@ -207,30 +262,67 @@ pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Resu
         Ok(None) => {
             let _ = child.kill();
             let _ = child.wait();
+            remove_outputs();
             return Err(format!(
                 "valgrind on {id} did not finish within {} s",
                 DEADLINE.as_secs()
             ));
         }
-        Err(e) => return Err(format!("valgrind on {id}: {e}")),
+        Err(e) => {
+            remove_outputs();
+            return Err(format!("valgrind on {id}: {e}"));
+        }
     };
     let err = reader.join().unwrap_or_default();
     if !status.success() {
+        remove_outputs();
         let last: Vec<&str> = err.lines().rev().take(3).collect();
         return Err(format!(
             "valgrind on {id} exited with {status}: {}",
             last.into_iter().rev().collect::<Vec<_>>().join(" / ")
         ));
     }
-    let text =
-        std::fs::read_to_string(&out).map_err(|e| format!("no callgrind output for {id}: {e}"))?;
-    let _ = std::fs::remove_file(&out);
-    match totals(&text) {
-        Some(0) | None => Err(format!(
+    // With dumps, callgrind names them `<out>.1`, `<out>.2`, … in order, and writes what is left
+    // at the exit to `<out>` itself (or another numbered part); without, only `<out>`.
+    let read = |p: &Path| -> Result<u64, String> {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| format!("cannot read callgrind output {}: {e}", p.display()))?;
+        totals(&text).ok_or_else(|| format!("no totals in callgrind output {}", p.display()))
+    };
+    let mut parts: Vec<u64> = Vec::new();
+    for k in 1..=samples.len() {
+        let p = work.join(format!("{stem}.{k}"));
+        if !p.exists() {
+            break;
+        }
+        match read(&p) {
+            Ok(x) => parts.push(x),
+            Err(e) => {
+                remove_outputs();
+                return Err(format!("{id}: {e}"));
+            }
+        }
+    }
+    let result = if parts.len() == samples.len() {
+        Ok(parts)
+    } else if parts.is_empty() && out.exists() {
+        read(&out)
+            .map(|x| vec![x])
+            .map_err(|e| format!("{id}: {e}"))
+    } else {
+        Err(format!(
+            "{id}: callgrind wrote {} of {} samples' counts",
+            parts.len(),
+            samples.len()
+        ))
+    };
+    remove_outputs();
+    match result {
+        Ok(v) if v.iter().all(|&x| x == 0) => Err(format!(
             "{id}: callgrind counted nothing inside `{TOGGLE}` (a bench executable from before \
              the serve loop could be counted)"
         )),
-        Some(x) => Ok(x),
+        r => r,
     }
 }
 

@@ -75,6 +75,49 @@ criterion_group!(benches, work);
 criterion_main!(benches);
 "#;
 
+/// [`BENCH`] with the serve loop of engine/benches/common/group.rs since 2026-12-04: each request
+/// in a function of its own, `one_request`, after which callgrind writes its counts out, so the
+/// harness counts the samples of one process apart (harness/src/measure/instructions.rs).
+/// [`BENCH`] has none, and is counted the older way, a process per sample.
+pub fn bench_per_request() -> String {
+    let old = BENCH
+        .split_once("        #[inline(never)]\n        pub fn serve")
+        .expect("BENCH has a serve function")
+        .0;
+    let rest = BENCH
+        .split_once("            std::process::exit(0)\n        }\n")
+        .expect("BENCH's serve ends with exit")
+        .1;
+    format!("{old}{PER_REQUEST}{rest}")
+}
+
+const PER_REQUEST: &str = r#"        #[inline(never)]
+        pub fn serve(id: &str, n: u64) -> ! {
+            let mut out = std::io::stdout();
+            writeln!(out, "harness-serve ready {id}").unwrap();
+            out.flush().unwrap();
+            let mut input = std::io::stdin().lock();
+            while one_request(&mut input, &mut out, n) {}
+            std::process::exit(0)
+        }
+
+        #[inline(never)]
+        fn one_request(input: &mut impl BufRead, out: &mut std::io::Stdout, n: u64) -> bool {
+            let mut line = String::new();
+            if input.read_line(&mut line).unwrap() == 0 {
+                return false;
+            }
+            let iters: u64 = line.trim().parse().unwrap();
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                black_box(fixture::spin(black_box(n)));
+            }
+            writeln!(out, "harness-serve {iters} {}", t.elapsed().as_nanos()).unwrap();
+            out.flush().unwrap();
+            true
+        }
+"#;
+
 pub fn lib_rs(slow: u64, fast: u64, same: u64) -> String {
     format!(
         r#"pub const SLOW: u64 = {slow};
