@@ -605,6 +605,7 @@ fn count_instructions(
         .map(|(i, _)| i)
         .collect();
     let work = work_dir.join("callgrind");
+    let mut methods = std::collections::HashMap::new();
     let mut counter = valgrind.map(|v| {
         let cache = instructions::CountCache::new(cache_dir.join("instructions"), &v.version);
         (v.path, cache)
@@ -630,9 +631,17 @@ fn count_instructions(
         let ns = b.base.as_ref().map_or(f64::NAN, |s| s.median_ns);
         let n = instructions::iterations_for(ns);
         let mut errors = Vec::new();
+        // Both sides by one method (instructions::Method::for_pair); an executable is read once.
+        let mut method_of = |exes: &crate::build::BenchExes| match exes.by_target.get(&target) {
+            Some(e) => *methods
+                .entry(e.clone())
+                .or_insert_with(|| instructions::Method::of(e)),
+            None => instructions::Method::TwoProcesses,
+        };
+        let method = instructions::Method::for_pair(method_of(&m.base), method_of(&m.head));
         let mut side = |exes: &crate::build::BenchExes, name: &str| {
             let exe = exes.by_target.get(&target)?;
-            match cache.per_iteration(valgrind, exe, &b.id, n, &work) {
+            match cache.per_iteration(valgrind, exe, &b.id, n, method, &work) {
                 Ok(x) => Some(x),
                 Err(e) => {
                     errors.push(format!("{name}: {e}"));

@@ -524,11 +524,12 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             progress.rounds(k as u64, ids.len() as u64, &format!("instructions {id}"));
             let exe = &exes.by_target[target];
             let n = instructions::iterations_for(*ns);
+            let method = instructions::Method::of(exe);
             let counts: Result<Vec<f64>, String> = match &valgrind {
                 None => Err("valgrind not found (tools/valgrind.sh installs it)".into()),
                 // Never from the count cache: the repeats are what is measured here.
                 Some(vg) => (0..args.instructions)
-                    .map(|_| instructions::per_iteration(&vg.path, exe, id, n, &work))
+                    .map(|_| instructions::per_iteration(&vg.path, exe, id, n, method, &work))
                     .collect(),
             };
             v.instructions.insert(id.clone(), counts);

@@ -15,12 +15,13 @@
 //! of both. Per iteration = (I(2n) − I(n)) / n.
 //!
 //! One process rather than two (`n` in one, `2n` in another, the method until 2026-12-04, still
-//! used for a bench executable without the per-request function): a process can hold state that
-//! its start draws at random and that changes the count, such as the `tokenizers` crate's hash
-//! seeds (ahash's `runtime-rng`, one `getrandom` per process, which nothing outside the crate
-//! can fix). Two processes then count 2·c₂ − c₁ with independent c₁, c₂ (variance 5σ²); one
-//! process counts its own c (σ²). `tokenization/decode` counted 0.158 % apart in three counts
-//! of two processes each (harness/eval/results/noise/instructions-2026-12-04/).
+//! used for both sides of a pair when either executable lacks the per-request function,
+//! [`Method::for_pair`]): a process can hold state that its start draws at random and that
+//! changes the count, such as the `tokenizers` crate's hash seeds (ahash's `runtime-rng`, one
+//! `getrandom` per process, which nothing outside the crate can fix). Two processes then count
+//! 2·c₂ − c₁ with independent c₁, c₂ (variance 5σ²); one process counts its own c (σ²).
+//! `tokenization/decode`, 12 counts each way on one executable: sd 0.122 % from two processes,
+//! 0.041 % from one (harness/eval/results/noise/instructions-one-process/).
 //!
 //! Valgrind runs the program about 50× slower, so `n` is sized from the measured time per
 //! iteration to a few milliseconds of native work, and every run has a deadline.
@@ -48,9 +49,52 @@ pub const TOGGLE: &str = "*common::group::serve*";
 /// The serve loop's per-request function, after each return of which callgrind writes its
 /// counts out (engine/benches/common/group.rs, `one_request`).
 pub const DUMP_AFTER: &str = "*common::group::one_request*";
-/// How a count was made, part of a cached count's key (counts of the two-process method, until
-/// 2026-12-04, are not reused).
-const METHOD: &str = "one process: n, n, 2n";
+
+/// How a benchmark's instructions per iteration are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// One process serves n, n and 2n iterations, callgrind writing its counts out after each
+    /// request: (I₃ − I₂) / n.
+    OneProcess,
+    /// One process serves n iterations, another 2n: (I(2n) − I(n)) / n. The only way for a bench
+    /// executable without the per-request function (before 2026-12-04).
+    TwoProcesses,
+}
+
+impl Method {
+    /// The method an executable can be counted by: one process when its symbols name the serve
+    /// loop's per-request function, else two. Reads the file (a few MiB); an unreadable file
+    /// gets two processes, whose own run then says what is wrong.
+    pub fn of(exe: &Path) -> Method {
+        const NAME: &[u8] = b"one_request";
+        match std::fs::read(exe) {
+            Ok(bytes) if bytes.windows(NAME.len()).any(|w| w == NAME) => Method::OneProcess,
+            _ => Method::TwoProcesses,
+        }
+    }
+
+    /// The method both sides of a comparison are counted by: one process only when both can be,
+    /// so that a pair's counts differ by the code alone. On one executable the two agree closely
+    /// where nothing random enters the loop (`matmul/f16_t1/32x1024x1024`: 11 377 071 and
+    /// 11 377 187 per iteration at n = 1), and they differ in spread where something does
+    /// (`tokenization/decode`: sd 0.041 % against 0.122 % over 12 counts each;
+    /// harness/eval/noise/README.md).
+    pub fn for_pair(base: Method, head: Method) -> Method {
+        if base == Method::OneProcess && head == Method::OneProcess {
+            Method::OneProcess
+        } else {
+            Method::TwoProcesses
+        }
+    }
+
+    /// Part of a cached count's key.
+    fn key(self) -> &'static str {
+        match self {
+            Method::OneProcess => "one process: n, n, 2n",
+            Method::TwoProcesses => "two processes: n; 2n",
+        }
+    }
+}
 /// Native time one counted sample aims at (the `2n` run takes twice that).
 pub const TARGET_NS: f64 = 4e6;
 /// The longest one valgrind run may take.
@@ -93,8 +137,9 @@ impl CountCache {
         }
     }
 
-    /// The cache file of (`exe`, `id`, `n`), or `None` when the executable cannot be read.
-    fn file(&mut self, exe: &Path, id: &str, n: u64) -> Option<PathBuf> {
+    /// The cache file of (`exe`, `id`, `n`, `method`), or `None` when the executable cannot be
+    /// read.
+    fn file(&mut self, exe: &Path, id: &str, n: u64, method: Method) -> Option<PathBuf> {
         use sha2::{Digest, Sha256};
         let exe_sha = self
             .exe_sha
@@ -108,7 +153,7 @@ impl CountCache {
         let mut h = Sha256::new();
         let n = n.to_string();
         for part in [
-            METHOD,
+            method.key(),
             self.valgrind_version.as_str(),
             exe_sha.as_str(),
             id,
@@ -127,9 +172,10 @@ impl CountCache {
         exe: &Path,
         id: &str,
         n: u64,
+        method: Method,
         work: &Path,
     ) -> Result<f64, String> {
-        let file = self.file(exe, id, n);
+        let file = self.file(exe, id, n, method);
         if let Some(x) = file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
@@ -138,7 +184,7 @@ impl CountCache {
         {
             return Ok(x);
         }
-        let x = per_iteration(valgrind, exe, id, n, work)?;
+        let x = per_iteration(valgrind, exe, id, n, method, work)?;
         if let Some(f) = file {
             // A cache that cannot be written only costs a recount next time.
             let _ = std::fs::create_dir_all(&self.dir)
@@ -167,25 +213,31 @@ pub fn iterations_for(ns_per_iter: f64) -> u64 {
     }
 }
 
-/// Instructions per iteration of benchmark `id` of `exe`: samples of `n`, `n` and `2n`
-/// iterations in one callgrind run, (I(2n) − I(n)) / n of the last two; for a bench executable
-/// whose serve loop has no per-request function (callgrind wrote no counts between the
-/// samples), two runs of `n` and `2n`. `work` holds the callgrind output files (removed after
-/// reading).
+/// Instructions per iteration of benchmark `id` of `exe`, by `method` ([`Method::of`] says which
+/// the executable allows; asked for one process, an executable without the per-request function
+/// is an error). `work` holds the callgrind output files (removed after reading).
 pub fn per_iteration(
     valgrind: &Path,
     exe: &Path,
     id: &str,
     n: u64,
+    method: Method,
     work: &Path,
 ) -> Result<f64, String> {
-    let (one, two) = match sample_counts(valgrind, exe, id, &[n, n, 2 * n], work)?[..] {
-        [_, one, two] => (one, two),
-        _ => {
-            let one = count(valgrind, exe, id, n, work)?;
-            let two = count(valgrind, exe, id, 2 * n, work)?;
-            (one, two)
-        }
+    let (one, two) = match method {
+        Method::OneProcess => match sample_counts(valgrind, exe, id, &[n, n, 2 * n], work)?[..] {
+            [_, one, two] => (one, two),
+            _ => {
+                return Err(format!(
+                    "{id}: callgrind wrote no count per request (the executable's serve loop \
+                     has no `one_request`)"
+                ));
+            }
+        },
+        Method::TwoProcesses => (
+            count(valgrind, exe, id, n, work)?,
+            count(valgrind, exe, id, 2 * n, work)?,
+        ),
     };
     if two <= one {
         return Err(format!(
@@ -200,8 +252,10 @@ pub fn per_iteration(
 /// Instructions counted inside the serve loop for one sample of `n` iterations, alone in its
 /// process.
 pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Result<u64, String> {
+    // With one sample, the first count is that sample's whether callgrind wrote counts out per
+    // request (then the process's exit, counted apart, is left out of both n and 2n) or not.
     let all = sample_counts(valgrind, exe, id, &[n], work)?;
-    Ok(all.iter().sum())
+    Ok(all[0])
 }
 
 /// One callgrind run of `exe` serving `id`, asked for one sample per entry of `samples`: the
@@ -351,6 +405,8 @@ mod tests {
         assert_eq!(totals("events: Ir\n"), None);
     }
 
+    const M: Method = Method::OneProcess;
+
     #[test]
     fn the_cache_keys_counts_by_the_executables_bytes_and_the_benchmark() {
         let dir = tempfile::tempdir().unwrap();
@@ -362,31 +418,62 @@ mod tests {
             valgrind_version: "valgrind-3.19.0".into(),
             exe_sha: HashMap::new(),
         };
-        let fa = c.file(&a, "g/f/p", 10).unwrap();
-        assert_eq!(c.file(&b, "g/f/p", 10).unwrap(), fa, "same bytes, same key");
-        assert_ne!(c.file(&a, "g/f/q", 10).unwrap(), fa, "another benchmark");
-        assert_ne!(c.file(&a, "g/f/p", 20).unwrap(), fa, "other iterations");
+        let fa = c.file(&a, "g/f/p", 10, M).unwrap();
+        assert_eq!(
+            c.file(&b, "g/f/p", 10, M).unwrap(),
+            fa,
+            "same bytes, same key"
+        );
+        assert_ne!(c.file(&a, "g/f/q", 10, M).unwrap(), fa, "another benchmark");
+        assert_ne!(c.file(&a, "g/f/p", 20, M).unwrap(), fa, "other iterations");
         let other = dir.path().join("c");
         std::fs::write(&other, b"another program").unwrap();
-        assert_ne!(c.file(&other, "g/f/p", 10).unwrap(), fa, "other bytes");
+        assert_ne!(c.file(&other, "g/f/p", 10, M).unwrap(), fa, "other bytes");
         c.valgrind_version = "valgrind-3.22.0".into();
         c.exe_sha.clear();
-        assert_ne!(c.file(&a, "g/f/p", 10).unwrap(), fa, "another valgrind");
-        assert!(c.file(&dir.path().join("missing"), "g/f/p", 10).is_none());
+        assert_ne!(c.file(&a, "g/f/p", 10, M).unwrap(), fa, "another valgrind");
+        assert!(
+            c.file(&dir.path().join("missing"), "g/f/p", 10, M)
+                .is_none()
+        );
+        assert_ne!(
+            c.file(&a, "g/f/p", 10, Method::TwoProcesses).unwrap(),
+            c.file(&a, "g/f/p", 10, M).unwrap(),
+            "another method"
+        );
         // A cached count is used without running valgrind (there is none at this path).
         c.valgrind_version = "valgrind-3.19.0".into();
         c.exe_sha.clear();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
         std::fs::write(&fa, "1234.5\n").unwrap();
-        let got = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 10, dir.path());
+        let got = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 10, M, dir.path());
         assert_eq!(got, Ok(1234.5));
-        let miss = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/q", 10, dir.path());
+        let miss = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/q", 10, M, dir.path());
         assert!(miss.is_err(), "{miss:?}");
-        let other_n = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 20, dir.path());
+        let other_n = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 20, M, dir.path());
         assert!(
             other_n.is_err(),
             "a count at another n is not reused: {other_n:?}"
         );
+    }
+
+    #[test]
+    fn one_process_only_when_both_sides_have_the_per_request_function() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("new"), dir.path().join("old"));
+        std::fs::write(&new, b"\x7fELF...common::group::one_request...serve").unwrap();
+        std::fs::write(&old, b"\x7fELF...common::group::serve...").unwrap();
+        assert_eq!(Method::of(&new), Method::OneProcess);
+        assert_eq!(Method::of(&old), Method::TwoProcesses);
+        assert_eq!(
+            Method::of(&dir.path().join("missing")),
+            Method::TwoProcesses
+        );
+        let (one, two) = (Method::OneProcess, Method::TwoProcesses);
+        assert_eq!(Method::for_pair(one, one), one);
+        assert_eq!(Method::for_pair(one, two), two);
+        assert_eq!(Method::for_pair(two, one), two);
+        assert_eq!(Method::for_pair(two, two), two);
     }
 
     #[test]
