@@ -20,6 +20,13 @@ Per case, in this order:
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
 
+One host kind per case: every step of a case runs on the CPU model its first step ran on
+(`../results/corpus/hosts.json`, written as steps finish). Sessions land on different VMs (AMD
+EPYC, Intel Xeon), and a truth from one model says nothing exact about a gate run on another
+(finding 13: the same two builds, greedy +0.6 % quiet on an EPYC and +36 % under one-core load
+on a Xeon). A case begun on another model is skipped with a message, for a session on that
+model; the cases not begun take whatever host this is.
+
 Before the first step: the base revision given (--rev, the same for every case) has the corpus's
 pinned engine (git diff of its `engine/` against ENGINE_COMMIT). Every side of every step is
 built from that revision (plus the case's patch), so what `engine/` is at HEAD does not matter.
@@ -97,9 +104,42 @@ def engine_pinned(rev):
                           cwd=REPO, timeout=60).returncode == 0
 
 
+HOSTS = RESULTS / "hosts.json"
+
+
+def host_cpu():
+    """This machine's CPU model, as the harness's host facts give it (`model name` of
+    /proc/cpuinfo; harness/src/host.rs)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def load_hosts():
+    return json.loads(HOSTS.read_text()) if HOSTS.exists() else {}
+
+
+def begun_elsewhere(hosts, case, here):
+    """The CPU model `case` was begun on, when it is not `here`; else None."""
+    begun_on = hosts.get(case, {}).get("cpu")
+    return begun_on if begun_on and begun_on != here else None
+
+
+def record_host(case, name, cpu):
+    hosts = load_hosts()
+    entry = hosts.setdefault(case, {"cpu": cpu, "steps": {}})
+    entry["steps"][name] = cpu
+    HOSTS.write_text(json.dumps(hosts, indent=1, sort_keys=True) + "\n")
+
+
 def step(name, case, cmd, done, partial=()):
     """Runs `cmd` unless `done` exists; `partial`: directories an interrupted run of this step
-    left without a result, removed first (the step writes them again)."""
+    left without a result, removed first (the step writes them again). Records the host the
+    step ran on."""
     if done.exists():
         log(f"{case} {name}: already there ({done.relative_to(REPO)})")
         return
@@ -112,6 +152,7 @@ def step(name, case, cmd, done, partial=()):
     log(f"{case} {name}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min")
     if p.returncode != 0:
         raise SystemExit(f"error: {case} {name} failed (exit {p.returncode})")
+    record_host(case, name, host_cpu())
 
 
 def main():
@@ -134,7 +175,13 @@ def main():
                          "measured on that engine (README.md, step 3)")
     steps = a.steps.split(",")
     py = sys.executable
+    here = host_cpu()
     for c in cases:
+        begun_on = begun_elsewhere(load_hosts(), c, here)
+        if begun_on:
+            log(f"{c}: begun on {begun_on!r}, this host is {here!r}: left for a host like "
+                "the first")
+            continue
         filt, targets, e2e = plan(reach[c]["reach"])
         if "truth" in steps:
             cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
