@@ -270,7 +270,6 @@ pub fn sample_counts(
 ) -> Result<Vec<u64>, String> {
     std::fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let stem = format!("callgrind.{}.{}", std::process::id(), samples.len());
-    let out = work.join(&stem);
     let remove_outputs = || {
         if let Ok(dir) = std::fs::read_dir(work) {
             for e in dir.flatten() {
@@ -281,6 +280,26 @@ pub fn sample_counts(
         }
     };
     remove_outputs();
+    // Whatever the run ends in, its output files go.
+    let result = run_and_read(valgrind, exe, id, samples, &work.join(&stem));
+    remove_outputs();
+    match result {
+        Ok(v) if v.iter().all(|&x| x == 0) => Err(format!(
+            "{id}: callgrind counted nothing inside `{TOGGLE}` (a bench executable from before \
+             the serve loop could be counted)"
+        )),
+        r => r,
+    }
+}
+
+/// [`sample_counts`]'s callgrind run, writing to `out` (and `out.1`, `out.2`, … per request).
+fn run_and_read(
+    valgrind: &Path,
+    exe: &Path,
+    id: &str,
+    samples: &[u64],
+    out: &Path,
+) -> Result<Vec<u64>, String> {
     let mut child = Command::new(valgrind)
         .arg("--tool=callgrind")
         .arg("--collect-atstart=no")
@@ -316,20 +335,15 @@ pub fn sample_counts(
         Ok(None) => {
             let _ = child.kill();
             let _ = child.wait();
-            remove_outputs();
             return Err(format!(
                 "valgrind on {id} did not finish within {} s",
                 DEADLINE.as_secs()
             ));
         }
-        Err(e) => {
-            remove_outputs();
-            return Err(format!("valgrind on {id}: {e}"));
-        }
+        Err(e) => return Err(format!("valgrind on {id}: {e}")),
     };
     let err = reader.join().unwrap_or_default();
     if !status.success() {
-        remove_outputs();
         let last: Vec<&str> = err.lines().rev().take(3).collect();
         return Err(format!(
             "valgrind on {id} exited with {status}: {}",
@@ -345,38 +359,22 @@ pub fn sample_counts(
     };
     let mut parts: Vec<u64> = Vec::new();
     for k in 1..=samples.len() {
-        let p = work.join(format!("{stem}.{k}"));
+        let p = PathBuf::from(format!("{}.{k}", out.display()));
         if !p.exists() {
             break;
         }
-        match read(&p) {
-            Ok(x) => parts.push(x),
-            Err(e) => {
-                remove_outputs();
-                return Err(format!("{id}: {e}"));
-            }
-        }
+        parts.push(read(&p).map_err(|e| format!("{id}: {e}"))?);
     }
-    let result = if parts.len() == samples.len() {
+    if parts.len() == samples.len() {
         Ok(parts)
     } else if parts.is_empty() && out.exists() {
-        read(&out)
-            .map(|x| vec![x])
-            .map_err(|e| format!("{id}: {e}"))
+        read(out).map(|x| vec![x]).map_err(|e| format!("{id}: {e}"))
     } else {
         Err(format!(
             "{id}: callgrind wrote {} of {} samples' counts",
             parts.len(),
             samples.len()
         ))
-    };
-    remove_outputs();
-    match result {
-        Ok(v) if v.iter().all(|&x| x == 0) => Err(format!(
-            "{id}: callgrind counted nothing inside `{TOGGLE}` (a bench executable from before \
-             the serve loop could be counted)"
-        )),
-        r => r,
     }
 }
 
