@@ -369,17 +369,37 @@ def buckets(a):
 
 
 def aa_runs(aa_dir, load):
-    """(🔴 rows, rows, wall s) of every A/A trial of `evaluate.py aa --suite full --load LOAD
-    --out-dir AA_DIR` (its `aa/full-LOAD/run-*`)."""
+    """(🔴 rows, rows, wall s, CPU model) of every A/A trial of `evaluate.py aa --suite full
+    --load LOAD --out-dir AA_DIR` (its `aa/full-LOAD/run-*`). The model is the trial's host
+    (`trial.json`'s `host.cpu`): sessions land on different CPU models, and the corpus reports
+    per model (README.md finding 13)."""
     out = []
     for trial in sorted((Path(aa_dir) / "aa" / f"full-{load}").glob("run-*")):
         res_file = saved.find(trial / "results.json")
         if res_file is None or not (trial / "trial.json").is_file():
             continue
         statuses = [st for _, st, _, _ in result_rows(saved.load_json(res_file))]
-        wall = json.loads((trial / "trial.json").read_text())["wall_s"]
-        out.append((statuses.count("regression"), len(statuses), wall))
+        rec = json.loads((trial / "trial.json").read_text())
+        cpu = (rec.get("host") or {}).get("cpu") or "unknown"
+        out.append((statuses.count("regression"), len(statuses), rec["wall_s"], cpu))
     return out
+
+
+def aa_cell(aa):
+    """The headline's A/A cell: runs with any 🔴 (Clopper-Pearson), rows, wall time, and the
+    same per CPU model when the runs come from more than one."""
+    if not aa:
+        return "none yet"
+
+    def counts(runs):
+        return (f"{share(sum(1 for r in runs if r[0]), len(runs))} runs, "
+                f"{sum(r[0] for r in runs)} 🔴 of {sum(r[1] for r in runs)} rows")
+    cell = f"{counts(aa)}; wall time {minutes([r[2] for r in aa])}"
+    models = sorted({r[3] for r in aa})
+    if len(models) > 1:
+        cell += "; per CPU model: " + "; ".join(
+            f"{m}: {counts([r for r in aa if r[3] == m])}" for m in models)
+    return cell
 
 
 def share(k, n):
@@ -420,11 +440,7 @@ def headline(a):
         u = [r for r in u if r["trusted"]]
         cols["untouched"].append(share(sum(r["violation"] for r in u), len(u)) + (
             f"; and {noisy} on a truth of a method that cannot place the row" if noisy else ""))
-        aa = aa_runs(a.aa, load) if a.aa else []
-        red_runs = sum(1 for red, _, _ in aa if red)
-        cols["aa"].append(f"{share(red_runs, len(aa))} runs, {sum(r for r, _, _ in aa)} 🔴 of "
-                          f"{sum(n for _, n, _ in aa)} rows; wall time "
-                          f"{minutes([w for _, _, w in aa])}" if aa else "none yet")
+        cols["aa"].append(aa_cell(aa_runs(a.aa, load) if a.aa else []))
         # Every row with a truth of an accepted method (the target says "any row"), split by
         # threads, since the two-thread truths came later (their paired method's A/A).
         slow = [r for r in rows if r["kind"] == "slow ≥ δ+1 %"]

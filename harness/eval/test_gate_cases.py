@@ -197,10 +197,11 @@ class BucketTest(unittest.TestCase):
                 {"id": "sampling_latency/top_k_per_token/49152", "status": "no_change",
                  "threshold": 0.03},
                 {"id": "gather/f32/small", "status": "regression", "threshold": 0.03}]}))
-            for i, red in ((1, 0), (2, 2)):
+            for i, red, cpu in ((1, 0, "EPYC"), (2, 2, "Xeon"), (3, 0, "Xeon")):
                 t = d / "aa" / "aa" / "full-none" / f"run-{i:03d}"
                 t.mkdir(parents=True)
-                (t / "trial.json").write_text(json.dumps({"wall_s": 900.0}))
+                (t / "trial.json").write_text(json.dumps({"wall_s": 900.0,
+                                                          "host": {"cpu": cpu}}))
                 (t / "results.json").write_text(json.dumps({"benches": [
                     {"id": f"add/{k}", "status": "regression" if k < red else "no_change"}
                     for k in range(3)]}))
@@ -217,9 +218,13 @@ class BucketTest(unittest.TestCase):
             # gather/f32/small is outside c's reach: a false 🔴, 1 of 1 checked
             self.assertTrue(got[next(k for k in got if k.startswith("🔴 on a row"))]
                             .startswith("1 of 1 "))
-            self.assertTrue(got["A/A runs of the full suite with any 🔴"]
-                            .startswith("1 of 2 "))
-            self.assertIn("2 🔴 of 6 rows", got["A/A runs of the full suite with any 🔴"])
+            aa = got["A/A runs of the full suite with any 🔴"]
+            self.assertTrue(aa.startswith("1 of 3 "), aa)
+            self.assertIn("2 🔴 of 9 rows", aa)
+            # two CPU models: each counted apart as well
+            self.assertIn("per CPU model: EPYC: 0 of 1 ", aa)
+            self.assertIn("; Xeon: 1 of 2 ", aa)
+            self.assertIn("Xeon: 1 of 2 [1.3, 98.7 %] runs, 2 🔴 of 6 rows", aa)
             missed = got[next(k for k in got if k.startswith("✅ on"))]
             # add/f16 ✅ at a truth ≥ δ+1 %: 1 of the 2 trusted rows; the sampling row apart.
             self.assertTrue(missed.startswith("1 of 2 "), missed)
