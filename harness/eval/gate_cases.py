@@ -385,6 +385,21 @@ def aa_runs(aa_dir, load):
     return out
 
 
+def case_models(out):
+    """`; on CPU models: A n, B m` (cases per model, from each gate run's `host.cpu`) when the
+    runs under `out` come from more than one model, else nothing: each case is measured on one
+    model (README.md finding 13), and a reader must know which figures come from which."""
+    per_case = {}
+    for case, _, _, res in case_runs(out, out):
+        per_case.setdefault(case, set()).add(((res or {}).get("host") or {}).get("cpu")
+                                             or "unknown")
+    models = sorted({m for ms in per_case.values() for m in ms})
+    if len(models) < 2:
+        return ""
+    return "; on CPU models: " + ", ".join(
+        f"{m} {sum(1 for ms in per_case.values() if m in ms)}" for m in models)
+
+
 def aa_cell(aa):
     """The headline's A/A cell: runs with any 🔴 (Clopper-Pearson), rows, wall time, and the
     same per CPU model when the runs come from more than one."""

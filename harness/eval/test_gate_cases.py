@@ -170,6 +170,20 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(truth["add/f32/small"], {"change": 0.3})
             self.assertEqual(truth["sampling_latency/top_k_per_token/49152"]["method"], "paired")
 
+    def test_case_models_named_when_more_than_one(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            for case, cpu in (("a", "AMD EPYC"), ("b", "Intel Xeon"), ("c", "AMD EPYC")):
+                run = d / case / "run-001"
+                run.mkdir(parents=True)
+                (run / "results.json").write_text(json.dumps({"benches": [],
+                                                              "host": {"cpu": cpu}}))
+            self.assertEqual(gate_cases.case_models(d),
+                             "; on CPU models: AMD EPYC 2, Intel Xeon 1")
+            (d / "b" / "run-001" / "results.json").write_text(json.dumps({
+                "benches": [], "host": {"cpu": "AMD EPYC"}}))
+            self.assertEqual(gate_cases.case_models(d), "")
+
     def test_headline_counts_against_the_targets(self):
         import argparse
         import contextlib
