@@ -1,7 +1,16 @@
-//! Inputs shared by the benches: deterministic tensors in each float dtype.
+//! Inputs shared by the benches: deterministic tensors in each float dtype, and the global
+//! allocator.
 #![allow(dead_code)]
 
 mod group;
+
+/// The allocator the engine binary runs (`src/main.rs`), so that a row times a kernel's
+/// allocations under the product's heap and not glibc's, whose cost for a block above its
+/// mmap threshold (128 KiB at first, then moving) depends on what the process freed before
+/// (harness/eval/noise/README.md, 2026-12-04). Every bench target includes this module, so
+/// each executable gets it once.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub use group::group;
 
