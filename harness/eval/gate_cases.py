@@ -388,11 +388,16 @@ def aa_runs(aa_dir, load):
 def case_models(out):
     """`; on CPU models: A n, B m` (cases per model, from each gate run's `host.cpu`) when the
     runs under `out` come from more than one model, else nothing: each case is measured on one
-    model (README.md finding 13), and a reader must know which figures come from which."""
+    model (corpus/README.md finding 13), and a reader must know which figures come from which.
+    A run without results (a failed one) names no model; one without a host counts as
+    "unknown"."""
     per_case = {}
-    for case, _, _, res in case_runs(out, out):
-        per_case.setdefault(case, set()).add(((res or {}).get("host") or {}).get("cpu")
-                                             or "unknown")
+    for run in sorted(Path(out).glob("*/run-*")):
+        res_file = saved.find(run / "results.json")
+        if res_file is None:
+            continue
+        host = saved.load_json(res_file).get("host") or {}
+        per_case.setdefault(run.parent.name, set()).add(host.get("cpu") or "unknown")
     models = sorted({m for ms in per_case.values() for m in ms})
     if len(models) < 2:
         return ""
@@ -401,8 +406,8 @@ def case_models(out):
 
 
 def aa_cell(aa):
-    """The headline's A/A cell: runs with any 🔴 (Clopper-Pearson), rows, wall time, and the
-    same per CPU model when the runs come from more than one."""
+    """The headline's A/A cell: runs with any 🔴 (Clopper-Pearson), rows and wall time, and the
+    runs and rows per CPU model when the runs come from more than one."""
     if not aa:
         return "none yet"
 
@@ -449,7 +454,8 @@ def headline(a):
         cases = {c for c, _ in runs}
         n_neutral = len(cases & neutral)
         cols["cases"].append(f"{len(cases) - n_neutral} regressions, {n_neutral} neutral"
-                             + (f" ({len(runs)} runs)" if len(runs) != len(cases) else ""))
+                             + (f" ({len(runs)} runs)" if len(runs) != len(cases) else "")
+                             + case_models(out))
         u = [r for r in rows if r["kind"] == "untouched"]
         noisy = sum(r["violation"] and not r["trusted"] for r in u)
         u = [r for r in u if r["trusted"]]

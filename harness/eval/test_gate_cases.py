@@ -83,7 +83,7 @@ class BucketTest(unittest.TestCase):
             run = d / "quiet" / "c" / "run-001"
             run.mkdir(parents=True)
             (run / "run.json").write_text(json.dumps({"wall_s": 600.0}))
-            (run / "results.json").write_text(json.dumps({"benches": [
+            (run / "results.json").write_text(json.dumps({"host": {"cpu": "EPYC"}, "benches": [
                 {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
                 {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
                 {"id": "gather/f32/small", "status": "no_change", "threshold": 0.03}]}))
@@ -183,6 +183,12 @@ class BucketTest(unittest.TestCase):
             (d / "b" / "run-001" / "results.json").write_text(json.dumps({
                 "benches": [], "host": {"cpu": "AMD EPYC"}}))
             self.assertEqual(gate_cases.case_models(d), "")
+            # a failed run (no results) names no model; a run without a host is "unknown"
+            (d / "e" / "run-001").mkdir(parents=True)
+            self.assertEqual(gate_cases.case_models(d), "")
+            (d / "f" / "run-001").mkdir(parents=True)
+            (d / "f" / "run-001" / "results.json").write_text(json.dumps({"benches": []}))
+            self.assertEqual(gate_cases.case_models(d), "; on CPU models: AMD EPYC 3, unknown 1")
 
     def test_headline_counts_against_the_targets(self):
         import argparse
@@ -205,7 +211,7 @@ class BucketTest(unittest.TestCase):
             run = d / "quiet" / "c" / "run-001"
             run.mkdir(parents=True)
             (run / "run.json").write_text(json.dumps({"wall_s": 600.0}))
-            (run / "results.json").write_text(json.dumps({"benches": [
+            (run / "results.json").write_text(json.dumps({"host": {"cpu": "EPYC"}, "benches": [
                 {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
                 {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
                 {"id": "sampling_latency/top_k_per_token/49152", "status": "no_change",
@@ -229,6 +235,13 @@ class BucketTest(unittest.TestCase):
             got = {line.split(" | ")[0].strip("| "): line.split(" | ")[1]
                    for line in buf.getvalue().splitlines()[2:]}
             self.assertEqual(got["corpus PRs measured"], "1 regressions, 0 neutral")
+            # one CPU model among the A/A runs: no per-model part (asserted below with two)
+            a1 = gate_cases.aa_cell([(0, 3, 900.0, "EPYC"), (1, 3, 900.0, "EPYC")])
+            self.assertNotIn("per CPU model", a1)
+            self.assertTrue(a1.startswith("1 of 2 "), a1)
+            a2 = gate_cases.aa_cell([(0, 3, 1.0, "unknown"), (2, 3, 1.0, "Xeon")])
+            self.assertIn("per CPU model: Xeon: 1 of 1 ", a2)
+            self.assertIn("; unknown: 0 of 1 ", a2)
             # gather/f32/small is outside c's reach: a false 🔴, 1 of 1 checked
             self.assertTrue(got[next(k for k in got if k.startswith("🔴 on a row"))]
                             .startswith("1 of 1 "))
@@ -248,6 +261,19 @@ class BucketTest(unittest.TestCase):
                           got[next(k for k in got if k.startswith("wall"))])
             self.assertIn("wall time median 15.0 min",
                           got["A/A runs of the full suite with any 🔴"])
+            # a neutral case run on another CPU model: the cases cell names both models
+            n_run = d / "quiet" / "n" / "run-001"
+            n_run.mkdir(parents=True)
+            (n_run / "run.json").write_text(json.dumps({"wall_s": 600.0}))
+            (n_run / "results.json").write_text(json.dumps({"host": {"cpu": "Xeon"}, "benches": [
+                {"id": "gather/f32/small", "status": "no_change", "threshold": 0.03}]}))
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                gate_cases.headline(a)
+            got = {line.split(" | ")[0].strip("| "): line.split(" | ")[1]
+                   for line in buf.getvalue().splitlines()[2:]}
+            self.assertEqual(got["corpus PRs measured"],
+                             "1 regressions, 1 neutral; on CPU models: EPYC 1, Xeon 1")
             # --readme: the table goes between the markers, the rest of the file kept.
             readme = d / "README.md"
             start, end = gate_cases.HEADLINE_START, gate_cases.HEADLINE_END
