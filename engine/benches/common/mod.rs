@@ -7,8 +7,9 @@ mod group;
 /// The allocator the engine binary runs (`src/main.rs`), so that a row times a kernel's
 /// allocations under the product's heap and not glibc's, whose cost for a block above its
 /// mmap threshold (128 KiB at first, then moving) depends on what the process freed before
-/// (harness/eval/noise/README.md, 2026-12-04). Every bench target includes this module, so
-/// each executable gets it once.
+/// (harness/eval/corpus/README.md, finding 9; the switch measured in
+/// harness/eval/noise/README.md, 2026-12-04). Every bench target includes this module, so each
+/// executable gets it once.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -14,6 +14,7 @@ Standard library only; the one child process (`harness noise --from`) has a dead
 import argparse
 import gzip
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -45,20 +46,44 @@ def noise_rows(harness, text):
     return {r["id"].removeprefix("e2e "): r["sd_log_ratio"] for r in variant["rows"]}
 
 
-def summary(res, sd):
+def open_after_first_pass(run_dir):
+    """Rows the gate left undecided after its first pass: the first "N row(s) still open" line
+    of the trial's harness.log (the A/A target's figure; results.json keeps each row's total
+    rounds, which mixes budget and confirmation rounds), or None without a log."""
+    log = Path(run_dir) / "harness.log"
+    if not log.is_file():
+        return None
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.match(r"^(\d+) row\(s\) still open", line)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def counted(ins):
+    """An instruction count with both sides present (a failed count has nulls and an error)."""
+    return bool(ins) and ins.get("base") is not None and ins.get("head") is not None
+
+
+def summary(res, sd, run_dir):
     benches = res["benches"]
+    speed = (res.get("e2e") or {}).get("speed") or []
+    statuses = [b["status"] for b in benches] + [r.get("status") for r in speed]
+    first_pass = (res.get("method") or {}).get("rounds")
     return {
         "wall_min": res["wall_s"] / 60,
-        "red": sum(b["status"] == "regression" for b in benches),
-        "warn": sum(b["status"] == "possible_regression" for b in benches),
+        "red": statuses.count("regression"),
+        "warn": statuses.count("possible_regression"),
         "quiet": sum(v <= TARGET_SD for v in sd.values()),
         "rows": len(sd),
-        "extra_rounds": sorted(b["id"] for b in benches
-                               if b["rounds"] > min(x["rounds"] for x in benches)),
+        "open": open_after_first_pass(run_dir),
+        "more_rounds": sorted(b["id"] for b in benches
+                              if first_pass is not None and b["rounds"] > first_pass),
+        "counted": sum(counted(b.get("instructions")) for b in benches),
         "instructions_differ": sorted(
-            b["id"] for b in benches if b.get("instructions")
-            and b["instructions"]["base"] and abs(b["instructions"]["head"]
-                                                  / b["instructions"]["base"] - 1) > 0.001),
+            b["id"] for b in benches if counted(b.get("instructions"))
+            and b["instructions"]["base"]
+            and abs(b["instructions"]["head"] / b["instructions"]["base"] - 1) > 0.001),
     }
 
 
@@ -86,19 +111,21 @@ def main():
         t = (f"{(y['base']['median_ns'] / x['base']['median_ns'] - 1) * 100:+.1f} %"
              if x and y and x["base"].get("median_ns") and y["base"].get("median_ns") else "—")
         ins = [(b or {}).get("instructions") for b in (x, y)]
-        ins_s = " → ".join(f"{i['base']:.0f}" if i else "—" for i in ins)
+        ins_s = " → ".join(f"{i['base']:.0f}" if counted(i) else "—" for i in ins)
+        sd_s = [f"{s[bid] * 100:.1f} %" if bid in s else "—" for s in (sd1, sd2)]
         lines.append(
-            f"| `{bid}` | {sd1.get(bid, float('nan')) * 100:.1f} % | "
-            f"{sd2.get(bid, float('nan')) * 100:.1f} % | {x['rounds'] if x else '—'} / "
+            f"| `{bid}` | {sd_s[0]} | {sd_s[1]} | {x['rounds'] if x else '—'} / "
             f"{y['rounds'] if y else '—'} | {x['status'] if x else '—'} / "
             f"{y['status'] if y else '—'} | {t} | {ins_s} |")
-    for name, (res, sd) in (("first", runs[0]), ("second", runs[1])):
-        s = summary(res, sd)
+    for name, d, (res, sd) in (("first", a.first, runs[0]), ("second", a.second, runs[1])):
+        s = summary(res, sd, d)
         lines += ["", f"**{name}**: {s['wall_min']:.1f} min, {s['red']} 🔴 {s['warn']} ⚠️; "
                       f"per-round sd ≤ 3 % on {s['quiet']} of {s['rows']} rows; "
-                      f"{len(s['extra_rounds'])} benchmarks with extra rounds "
-                      f"({', '.join(s['extra_rounds'])}); instructions differing between the "
-                      f"sides by > 0.1 %: {', '.join(s['instructions_differ']) or 'none'}"]
+                      f"{s['open'] if s['open'] is not None else '?'} rows open after the "
+                      f"first pass; {len(s['more_rounds'])} benchmarks given rounds beyond it, "
+                      f"budget or confirmation ({', '.join(s['more_rounds'])}); instructions "
+                      f"counted on {s['counted']} rows, differing between the sides by "
+                      f"> 0.1 % on: {', '.join(s['instructions_differ']) or 'none'}"]
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if a.md:
