@@ -8,11 +8,10 @@ Usage:
   python3 harness/eval/noise/allocator_compare.py --harness target/release/harness \\
       harness/eval/results/noise/allocator/glibc/aa/full-none/run-001 \\
       harness/eval/results/noise/allocator/mimalloc/aa/full-none/run-001 [--md OUT.md]
-Standard library only; the one child process (`harness noise --from`) has a deadline.
+Standard library and `saved` only; the one child process (`harness noise --from`) has a deadline.
 """
 
 import argparse
-import gzip
 import json
 import re
 import subprocess
@@ -20,17 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import saved  # noqa: E402
+
 TARGET_SD = 0.03  # the issue's per-round sd target (3 %)
 
 
 def load_results(run_dir):
-    run_dir = Path(run_dir)
-    plain, gz = run_dir / "results.json", run_dir / "results.json.gz"
-    if plain.is_file():
-        return plain.read_text()
-    if gz.is_file():
-        return gzip.decompress(gz.read_bytes()).decode()
-    raise SystemExit(f"error: no results.json(.gz) in {run_dir}")
+    """The trial's results (plain or gzip-compressed, as `saved` keeps them)."""
+    found = saved.find(Path(run_dir) / "results.json")
+    if found is None:
+        raise SystemExit(f"error: no results.json(.gz) in {run_dir}")
+    return saved.load_json(found)
 
 
 def noise_rows(harness, text):
@@ -96,9 +96,8 @@ def main():
     a = ap.parse_args()
     runs = []
     for d in (a.first, a.second):
-        text = load_results(d)
-        res = json.loads(text)
-        runs.append((res, noise_rows(a.harness, text)))
+        res = load_results(d)
+        runs.append((res, noise_rows(a.harness, json.dumps(res))))
     (r1, sd1), (r2, sd2) = runs
     b1 = {b["id"]: b for b in r1["benches"]}
     b2 = {b["id"]: b for b in r2["benches"]}
