@@ -380,9 +380,13 @@ def aa_runs(aa_dir, load):
             continue
         statuses = [st for _, st, _, _ in result_rows(saved.load_json(res_file))]
         rec = json.loads((trial / "trial.json").read_text())
-        cpu = (rec.get("host") or {}).get("cpu") or "unknown"
-        out.append((statuses.count("regression"), len(statuses), rec["wall_s"], cpu))
+        out.append((statuses.count("regression"), len(statuses), rec["wall_s"], cpu_of(rec)))
     return out
+
+
+def cpu_of(rec):
+    """The CPU model a run or trial record names (`host.cpu`), "unknown" without one."""
+    return (rec.get("host") or {}).get("cpu") or "unknown"
 
 
 def case_models(out):
@@ -396,8 +400,7 @@ def case_models(out):
         res_file = saved.find(run / "results.json")
         if res_file is None:
             continue
-        host = saved.load_json(res_file).get("host") or {}
-        per_case.setdefault(run.parent.name, set()).add(host.get("cpu") or "unknown")
+        per_case.setdefault(run.parent.name, set()).add(cpu_of(saved.load_json(res_file)))
     models = sorted({m for ms in per_case.values() for m in ms})
     if len(models) < 2:
         return ""

@@ -8,7 +8,8 @@ Usage:
   python3 harness/eval/noise/allocator_compare.py --harness target/release/harness \\
       harness/eval/results/noise/allocator/glibc/aa/full-none/run-001 \\
       harness/eval/results/noise/allocator/mimalloc/aa/full-none/run-001 [--md OUT.md]
-Standard library and `saved` only; the one child process (`harness noise --from`) has a deadline.
+Standard library and the eval's own modules only; the one child process (`harness noise
+--from`) has a deadline.
 """
 
 import argparse
@@ -21,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import saved  # noqa: E402
+from gate_cases import result_rows  # noqa: E402  (every benchmark and e2e speed row's status)
 
 TARGET_SD = 0.03  # the issue's per-round sd target (3 %)
 
@@ -67,8 +69,7 @@ def counted(ins):
 
 def summary(res, sd, run_dir):
     benches = res["benches"]
-    speed = (res.get("e2e") or {}).get("speed") or []
-    statuses = [b["status"] for b in benches] + [r.get("status") for r in speed]
+    statuses = [st for _, st, _, _ in result_rows(res)]
     first_pass = (res.get("method") or {}).get("rounds")
     return {
         "wall_min": res["wall_s"] / 60,
