@@ -366,7 +366,7 @@ fn compare_end_to_end_on_a_throwaway_repository() {
     let mut by_parts = std::collections::BTreeMap::new();
     for exe in &exes {
         let parts = harness::measure::instructions::sample_counts(
-            &vg.path,
+            &vg,
             exe,
             "work/same/x",
             &[64, 64, 128],

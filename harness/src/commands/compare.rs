@@ -607,8 +607,12 @@ fn count_instructions(
     let work = work_dir.join("callgrind");
     let mut methods = std::collections::HashMap::new();
     let mut counter = valgrind.map(|v| {
-        let cache = instructions::CountCache::new(cache_dir.join("instructions"), &v.version);
-        (v.path, cache)
+        let (v, warning) = v.with_fixed_getrandom(&cache_dir.join("instructions"));
+        if let Some(w) = warning {
+            progress.stage(&format!("warning: {w}"));
+        }
+        let cache = instructions::CountCache::new(cache_dir.join("instructions"), &v);
+        (v, cache)
     });
     for (k, &i) in todo.iter().enumerate() {
         let b = &mut benches[i];

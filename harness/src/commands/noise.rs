@@ -518,8 +518,14 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
                 Some((id.clone(), target, crate::stats::median(&per)?))
             })
             .collect();
-        let valgrind = instructions::find_valgrind();
         let work = r.cache_dir.join("runs").join("noise-callgrind");
+        let valgrind = instructions::find_valgrind().map(|v| {
+            let (v, warning) = v.with_fixed_getrandom(&r.cache_dir.join("instructions"));
+            if let Some(w) = warning {
+                progress.stage(&format!("warning: {w}"));
+            }
+            v
+        });
         for (k, (id, target, ns)) in ids.iter().enumerate() {
             progress.rounds(k as u64, ids.len() as u64, &format!("instructions {id}"));
             let exe = &exes.by_target[target];
@@ -529,7 +535,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
                 None => Err("valgrind not found (tools/valgrind.sh installs it)".into()),
                 // Never from the count cache: the repeats are what is measured here.
                 Some(vg) => (0..args.instructions)
-                    .map(|_| instructions::per_iteration(&vg.path, exe, id, n, method, &work))
+                    .map(|_| instructions::per_iteration(vg, exe, id, n, method, &work))
                     .collect(),
             };
             v.instructions.insert(id.clone(), counts);

@@ -17,11 +17,20 @@
 //! One process rather than two (`n` in one, `2n` in another, the method until 2026-12-04, still
 //! used for both sides of a pair when either executable lacks the per-request function,
 //! [`Method::for_pair`]): a process can hold state that its start draws at random and that
-//! changes the count, such as the `tokenizers` crate's hash seeds (ahash's `runtime-rng`, one
-//! `getrandom` per process, which nothing outside the crate can fix). Two processes then count
-//! 2·c₂ − c₁ with independent c₁, c₂ (variance 5σ²); one process counts its own c (σ²).
-//! `tokenization/decode`, 12 counts each way on one executable: sd 0.122 % from two processes,
-//! 0.041 % from one (harness/eval/results/noise/instructions-one-process/).
+//! changes the count. Two processes then count 2·c₂ − c₁ with independent c₁, c₂ (variance 5σ²);
+//! one process counts its own c (σ²). `tokenization/decode`, 12 counts each way on one
+//! executable: sd 0.122 % from two processes, 0.041 % from one
+//! (harness/eval/results/noise/instructions-one-process/).
+//!
+//! **Fixed seeds.** That random state was the `tokenizers` crate's hash seeds: ahash draws them
+//! once per process through the `getrandom` crate, which finds the C library's `getrandom` with
+//! `dlsym` (as Rust's standard library does for its `HashMap` keys). The counted process gets a
+//! `getrandom` of the harness's own preloaded (`LD_PRELOAD`, [`fixed_getrandom`]): one fixed
+//! byte stream (src/measure/fixed_getrandom.c, built by build.rs), the same for both sides, so
+//! their counts differ by code alone. `tokenization/decode`, 12 one-process counts on one
+//! executable: sd 0.080 % with the system's `getrandom`, all twelve equal with the fixed one
+//! (harness/eval/results/noise/instructions-fixed-seed/). Only counted processes get it; timed
+//! ones draw as the product does.
 //!
 //! Valgrind runs the program about 50× slower, so `n` is sized from the measured time per
 //! iteration to a few milliseconds of native work, and every run has a deadline.
@@ -105,6 +114,69 @@ pub struct Valgrind {
     pub path: PathBuf,
     /// What `valgrind --version` said (part of a cached count's key).
     pub version: String,
+    /// The fixed `getrandom` preloaded into every counted process ([`fixed_getrandom`]); `None`
+    /// counts with the system's (part of a cached count's key).
+    pub preload: Option<PathBuf>,
+}
+
+impl Valgrind {
+    /// With the fixed `getrandom` written into `dir` and preloaded into every counted process.
+    /// Where it cannot be written the counts go on with the system's `getrandom`, and say so in
+    /// the returned warning.
+    pub fn with_fixed_getrandom(mut self, dir: &Path) -> (Valgrind, Option<String>) {
+        match fixed_getrandom(dir) {
+            Ok(p) => {
+                self.preload = Some(p);
+                (self, None)
+            }
+            Err(e) => (
+                self,
+                Some(format!(
+                    "{e}: instructions counted with the system's getrandom (a tokenizer row's \
+                     count can then move by a few tenths of a percent between processes)"
+                )),
+            ),
+        }
+    }
+
+    fn seeds_key(&self) -> &'static str {
+        if self.preload.is_some() {
+            "getrandom: fixed_getrandom.c v1"
+        } else {
+            "getrandom: the system's"
+        }
+    }
+}
+
+/// The shared library of src/measure/fixed_getrandom.c, as build.rs compiled it (Linux only).
+#[cfg(fixed_getrandom)]
+const FIXED_GETRANDOM: Option<&[u8]> = Some(include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/libfixed_getrandom.so"
+)));
+#[cfg(not(fixed_getrandom))]
+const FIXED_GETRANDOM: Option<&[u8]> = None;
+
+/// Writes the fixed `getrandom` library into `dir` (once: the file is named by its bytes' hash,
+/// written to a temporary file and renamed into place) and returns its path.
+pub fn fixed_getrandom(dir: &Path) -> Result<PathBuf, String> {
+    use sha2::{Digest, Sha256};
+    let bytes = FIXED_GETRANDOM
+        .ok_or("no fixed getrandom library on this platform (it is built on Linux only)")?;
+    let sha = format!("{:x}", Sha256::digest(bytes));
+    let path = dir.join(format!("fixed-getrandom-{}.so", &sha[..16]));
+    if std::fs::read(&path).is_ok_and(|b| b == bytes) {
+        return Ok(path);
+    }
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(bytes)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// valgrind on the PATH, when `valgrind --version` runs.
@@ -117,22 +189,25 @@ pub fn find_valgrind() -> Option<Valgrind> {
     out.status.success().then(|| Valgrind {
         path: PathBuf::from("valgrind"),
         version: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        preload: None,
     })
 }
 
-/// Counts kept on disk under `<cache>/instructions/`, one file per (valgrind version, executable
-/// sha256, benchmark id).
+/// Counts kept on disk under `<cache>/instructions/`, one file per (valgrind version, the
+/// `getrandom` the counted process had, executable sha256, benchmark id, `n`, method).
 pub struct CountCache {
     dir: PathBuf,
     valgrind_version: String,
+    seeds: &'static str,
     exe_sha: HashMap<PathBuf, Option<String>>,
 }
 
 impl CountCache {
-    pub fn new(dir: PathBuf, valgrind_version: &str) -> CountCache {
+    pub fn new(dir: PathBuf, valgrind: &Valgrind) -> CountCache {
         CountCache {
             dir,
-            valgrind_version: valgrind_version.to_string(),
+            valgrind_version: valgrind.version.clone(),
+            seeds: valgrind.seeds_key(),
             exe_sha: HashMap::new(),
         }
     }
@@ -155,6 +230,7 @@ impl CountCache {
         for part in [
             method.key(),
             self.valgrind_version.as_str(),
+            self.seeds,
             exe_sha.as_str(),
             id,
             n.as_str(),
@@ -168,7 +244,7 @@ impl CountCache {
     /// A count from the cache, else measured ([`per_iteration`]) and kept.
     pub fn per_iteration(
         &mut self,
-        valgrind: &Path,
+        valgrind: &Valgrind,
         exe: &Path,
         id: &str,
         n: u64,
@@ -217,7 +293,7 @@ pub fn iterations_for(ns_per_iter: f64) -> u64 {
 /// the executable allows; asked for one process, an executable without the per-request function
 /// is an error). `work` holds the callgrind output files (removed after reading).
 pub fn per_iteration(
-    valgrind: &Path,
+    valgrind: &Valgrind,
     exe: &Path,
     id: &str,
     n: u64,
@@ -251,7 +327,13 @@ pub fn per_iteration(
 
 /// Instructions counted inside the serve loop for one sample of `n` iterations, alone in its
 /// process.
-pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Result<u64, String> {
+pub fn count(
+    valgrind: &Valgrind,
+    exe: &Path,
+    id: &str,
+    n: u64,
+    work: &Path,
+) -> Result<u64, String> {
     // With one sample, the first count is that sample's whether callgrind wrote counts out per
     // request (then the process's exit, counted apart, is left out of both n and 2n) or not.
     let all = sample_counts(valgrind, exe, id, &[n], work)?;
@@ -262,7 +344,7 @@ pub fn count(valgrind: &Path, exe: &Path, id: &str, n: u64, work: &Path) -> Resu
 /// instructions of each sample, in order, when callgrind wrote its counts out after each
 /// (`--dump-after`); else (an executable without the per-request function) one total.
 pub fn sample_counts(
-    valgrind: &Path,
+    valgrind: &Valgrind,
     exe: &Path,
     id: &str,
     samples: &[u64],
@@ -294,13 +376,18 @@ pub fn sample_counts(
 
 /// [`sample_counts`]'s callgrind run, writing to `out` (and `out.1`, `out.2`, … per request).
 fn run_and_read(
-    valgrind: &Path,
+    valgrind: &Valgrind,
     exe: &Path,
     id: &str,
     samples: &[u64],
     out: &Path,
 ) -> Result<Vec<u64>, String> {
-    let mut child = Command::new(valgrind)
+    let mut cmd = Command::new(&valgrind.path);
+    if let Some(lib) = &valgrind.preload {
+        // valgrind passes it on to the counted program (and adds its own preloads beside it).
+        cmd.env("LD_PRELOAD", lib);
+    }
+    let mut child = cmd
         .arg("--tool=callgrind")
         .arg("--collect-atstart=no")
         .arg(format!("--toggle-collect={TOGGLE}"))
@@ -414,6 +501,7 @@ mod tests {
         let mut c = CountCache {
             dir: dir.path().join("cache"),
             valgrind_version: "valgrind-3.19.0".into(),
+            seeds: "getrandom: fixed_getrandom.c v1",
             exe_sha: HashMap::new(),
         };
         let fa = c.file(&a, "g/f/p", 10, M).unwrap();
@@ -430,6 +518,11 @@ mod tests {
         c.valgrind_version = "valgrind-3.22.0".into();
         c.exe_sha.clear();
         assert_ne!(c.file(&a, "g/f/p", 10, M).unwrap(), fa, "another valgrind");
+        c.valgrind_version = "valgrind-3.19.0".into();
+        c.seeds = "getrandom: the system's";
+        assert_ne!(c.file(&a, "g/f/p", 10, M).unwrap(), fa, "other seeds");
+        c.seeds = "getrandom: fixed_getrandom.c v1";
+        assert_eq!(c.file(&a, "g/f/p", 10, M).unwrap(), fa);
         assert!(
             c.file(&dir.path().join("missing"), "g/f/p", 10, M)
                 .is_none()
@@ -444,15 +537,66 @@ mod tests {
         c.exe_sha.clear();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
         std::fs::write(&fa, "1234.5\n").unwrap();
-        let got = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 10, M, dir.path());
+        let none = Valgrind {
+            path: PathBuf::from("/no/valgrind"),
+            version: "valgrind-3.19.0".into(),
+            preload: None,
+        };
+        let got = c.per_iteration(&none, &a, "g/f/p", 10, M, dir.path());
         assert_eq!(got, Ok(1234.5));
-        let miss = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/q", 10, M, dir.path());
+        let miss = c.per_iteration(&none, &a, "g/f/q", 10, M, dir.path());
         assert!(miss.is_err(), "{miss:?}");
-        let other_n = c.per_iteration(Path::new("/no/valgrind"), &a, "g/f/p", 20, M, dir.path());
+        let other_n = c.per_iteration(&none, &a, "g/f/p", 20, M, dir.path());
         assert!(
             other_n.is_err(),
             "a count at another n is not reused: {other_n:?}"
         );
+    }
+
+    /// Run as a child by `the_fixed_getrandom_gives_every_process_the_same_hash_keys` (does
+    /// nothing otherwise): prints a hash by the standard library's `HashMap` keys, which it draws
+    /// through `getrandom` as ahash does.
+    #[test]
+    fn print_hash_keys_when_asked() {
+        if std::env::var_os("HARNESS_TEST_PRINT_HASH_KEYS").is_some() {
+            use std::hash::BuildHasher;
+            let keys = std::collections::hash_map::RandomState::new().hash_one(0u8);
+            println!("hash-keys {keys}");
+        }
+    }
+
+    #[cfg(fixed_getrandom)]
+    #[test]
+    fn the_fixed_getrandom_gives_every_process_the_same_hash_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = fixed_getrandom(dir.path()).unwrap();
+        assert_eq!(fixed_getrandom(dir.path()).unwrap(), lib, "found again");
+        let keys = |preload: bool| {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.args([
+                "--exact",
+                "measure::instructions::tests::print_hash_keys_when_asked",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("HARNESS_TEST_PRINT_HASH_KEYS", "1")
+            .env_remove("LD_PRELOAD");
+            if preload {
+                cmd.env("LD_PRELOAD", &lib);
+            }
+            let out = cmd.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            text.lines()
+                // After libtest's "test … ... " on the same line.
+                .find_map(|l| l.split("hash-keys ").nth(1))
+                .map(|k| k.trim().to_string())
+                .unwrap_or_else(|| panic!("no keys printed: {text}"))
+        };
+        let fixed = (keys(true), keys(true));
+        assert_eq!(fixed.0, fixed.1, "the same keys in every preloaded process");
+        let system = (keys(false), keys(false));
+        assert_ne!(system.0, system.1, "the system's getrandom draws anew");
+        assert_ne!(fixed.0, system.0);
     }
 
     #[test]
