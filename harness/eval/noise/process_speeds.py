@@ -73,6 +73,37 @@ def one(exe, bench, iters, samples, cpu):
             p.kill()
 
 
+def offset_summary(rows, med):
+    """How much of the processes' spread their stack offsets explain: the share of the variance
+    of log(ns) between the offsets' means, over all processes and over those within 1.5x of the
+    median; and the spread of those (sd of log ns, the 5th-95th percentile of ns / median)."""
+    import math
+
+    def share(keep):
+        g = {}
+        for r in rows:
+            t = r["ns_cpu"] or r["ns_wall"]
+            if keep(t):
+                g.setdefault(r["stack_in_page"], []).append(math.log(t))
+        xs = [x for v in g.values() for x in v]
+        if len(xs) < 3:
+            return float("nan"), len(g)
+        m = statistics.mean(xs)
+        total = sum((x - m) ** 2 for x in xs)
+        between = sum(len(v) * (statistics.mean(v) - m) ** 2 for v in g.values())
+        return (between / total if total > 0 else float("nan")), len(g)
+
+    all_share, offsets = share(lambda t: True)
+    rest_share, _ = share(lambda t: t <= 1.5 * med)
+    rest = [(r["ns_cpu"] or r["ns_wall"]) / med for r in rows]
+    rest = [x for x in rest if x <= 1.5]
+    q = statistics.quantiles(rest, n=20) if len(rest) >= 20 else [float("nan")] * 19
+    sd = statistics.stdev(math.log(x) for x in rest) if len(rest) >= 2 else float("nan")
+    return (f"stack offsets seen: {offsets}; variance of log(ns) between offsets: "
+            f"{100 * all_share:.1f} % of all, {100 * rest_share:.1f} % without the > 1.5x; "
+            f"those: sd {100 * sd:.2f} %, 5-95 % of ns/median {q[0]:.3f}-{q[-1]:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("exe")
@@ -109,6 +140,7 @@ def main():
               f"{t:9.1f} ns  {t / med:5.2f}x {'SLOW' if t > 1.5 * med else ''}")
     slow = sum((r["ns_cpu"] or r["ns_wall"]) > 1.5 * med for r in rows)
     print(f"{a.bench}: {slow} of {len(rows)} processes > 1.5x the median ({med:.1f} ns)")
+    print(offset_summary(rows, med))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"bench": a.bench, "exe": a.exe, "rows": rows}, f, indent=1)
