@@ -84,12 +84,31 @@ fn map1<A: Copy + Sync, O: Copy + Default + Send>(
 /// Elements per block of the blockwise kernels (1 KiB of f32 per buffer, on the stack).
 const BLOCK: usize = 256;
 
+/// The blockwise kernels' `K` block buffers, at the start of a 4 KiB page of the stack.
+///
+/// Where in its page a buffer lies decides how fast the f16 add runs: on the stack's own place,
+/// which the kernel draws per process in 16-byte steps, `add/f16/*` ran from 0.89× to 1.17× its
+/// median by offset, and 6.5× or 9× at two offsets in 256 (every process at them, none
+/// elsewhere), the offset explaining 99 % of the spread between processes
+/// (harness/eval/results/noise/f16-placement/; the buffers are written 32 bytes at a time and
+/// read back beside the heap buffers they fill and drain). Aligned to the page, they have one
+/// place in every process and thread, so the kernel's speed is one number, not a draw.
+#[repr(C, align(4096))]
+struct Blocks<const K: usize>([[f32; BLOCK]; K]);
+
+impl<const K: usize> Blocks<K> {
+    fn new() -> Self {
+        Blocks([[0.0; BLOCK]; K])
+    }
+}
+
 /// [`map1`] for a float `f` computed in f32, a block of [`BLOCK`] values at a time: widen the
 /// block, apply `f`, narrow the results ([`Float::BLOCKWISE`] types).
 fn map1_blocks<T: Float>(be: &CpuBackend, x: &[T], f: impl Fn(f32) -> f32 + Sync) -> Vec<T> {
     let mut out = vec![T::default(); x.len()];
     be.for_chunks(&mut out, 1, |off, chunk| {
-        let mut buf = [0f32; BLOCK];
+        let mut blocks = Blocks::<1>::new();
+        let [buf] = &mut blocks.0;
         for (i, dst) in chunk.chunks_mut(BLOCK).enumerate() {
             let (src, b) = (&x[off + i * BLOCK..][..dst.len()], &mut buf[..dst.len()]);
             T::widen(src, b);
@@ -115,7 +134,8 @@ fn map2_blocks<T: Float>(
     let mut out = vec![T::default(); bc.numel()];
     let [sa, sb] = bc.inner_strides();
     be.for_chunks(&mut out, 1, |start, chunk| {
-        let (mut xa, mut xb) = ([0f32; BLOCK], [0f32; BLOCK]);
+        let mut blocks = Blocks::<2>::new();
+        let [xa, xb] = &mut blocks.0;
         bc.runs(start, start + chunk.len(), |pos, [oa, ob], len| {
             let dst = &mut chunk[pos - start..pos - start + len];
             match (sa, sb) {
@@ -821,6 +841,30 @@ mod tests {
 
     fn bin(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
         be().binary(op, a, b).unwrap()
+    }
+
+    #[test]
+    fn block_buffers_start_a_page_wherever_the_stack_is() {
+        // The invariant `Blocks` is for: one place within a page in every process and thread
+        // (the f16 kernels' speed depended on it), however deep the stack is when it is made.
+        fn at_depth(d: usize) -> Vec<usize> {
+            let b = Blocks::<2>::new();
+            let mut here = vec![
+                b.0[0].as_ptr() as usize % 4096,
+                b.0[1].as_ptr() as usize % 4096,
+            ];
+            if d > 0 {
+                here.extend(at_depth(d - 1));
+            }
+            std::hint::black_box(here)
+        }
+        let got = at_depth(5);
+        assert_eq!(got.len(), 12);
+        for pair in got.chunks(2) {
+            assert_eq!(pair, [0, BLOCK * 4]);
+        }
+        let other = std::thread::spawn(|| at_depth(0)).join().unwrap();
+        assert_eq!(other, [0, BLOCK * 4]);
     }
 
     /// f16 runs blockwise (`map1_blocks`, `map2_blocks`): the same bits as converting one
