@@ -38,9 +38,10 @@ def read_line(p, deadline):
 
 def one(exe, bench, iters, samples, cpu):
     env = {**os.environ, "HARNESS_BENCH_SERVE": bench}
-    p = subprocess.Popen([exe, "--bench"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL,
-                         preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    # taskset, not preexec_fn: this runs in threads (--cpus), where preexec_fn is not safe.
+    p = subprocess.Popen(["taskset", "-c", str(cpu), exe, "--bench"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     try:
         while True:
