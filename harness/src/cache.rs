@@ -2,7 +2,9 @@
 //! (`$HARNESS_CACHE_DIR`, else the XDG cache), holding the slots (`worktrees/{base,head}`), the
 //! persistent target dirs (`target/{base,head}`), run scratch (`runs/`), the last run's outputs
 //! (`last-run/`, `last-e2e/`), the calibration profiles (`profiles/<host fingerprint>.json`) and
-//! the instruction counts (`instructions/`, keyed by valgrind, executable bytes and benchmark).
+//! the instruction counts (`instructions/`, keyed by method, valgrind, the preloaded
+//! `getrandom`, executable bytes, benchmark and iterations; the fixed `getrandom` library lives
+//! beside them, `measure/instructions.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -88,9 +88,9 @@ const BLOCK: usize = 256;
 ///
 /// Where in its page a buffer lies decides how fast the f16 add runs: on the stack's own place,
 /// which the kernel draws per process in 16-byte steps, `add/f16/*` ran from 0.89× to 1.17× its
-/// median by offset, and 6.5× or 9× at two offsets in 256 (every process at them, none
+/// median by offset, and 5.3-9.1× at two offsets in 256 (every process at them, none
 /// elsewhere), the offset explaining 99 % of the spread between processes
-/// (harness/eval/results/noise/f16-placement/; the buffers are written 32 bytes at a time and
+/// (an Intel Xeon VM, harness/eval/results/noise/f16-placement/; the buffers are written 32 bytes at a time and
 /// read back beside the heap buffers they fill and drain). Aligned to the page, they have one
 /// place in every process and thread, so the kernel's speed is one number, not a draw.
 #[repr(C, align(4096))]
