@@ -587,7 +587,7 @@ fn count_instructions(
     progress: &dyn Progress,
 ) {
     let affinity = Affinity::from_config(affinity);
-    let valgrind = instructions::find_valgrind();
+    let valgrind = instructions::valgrind_for_counting(cache_dir, progress);
     let todo: Vec<usize> = benches
         .iter()
         .enumerate()
@@ -607,10 +607,6 @@ fn count_instructions(
     let work = work_dir.join("callgrind");
     let mut methods = std::collections::HashMap::new();
     let mut counter = valgrind.map(|v| {
-        let (v, warning) = v.with_fixed_getrandom(&cache_dir.join("instructions"));
-        if let Some(w) = warning {
-            progress.stage(&format!("warning: {w}"));
-        }
         let cache = instructions::CountCache::new(cache_dir.join("instructions"), &v);
         (v, cache)
     });

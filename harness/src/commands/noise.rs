@@ -519,13 +519,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             })
             .collect();
         let work = r.cache_dir.join("runs").join("noise-callgrind");
-        let valgrind = instructions::find_valgrind().map(|v| {
-            let (v, warning) = v.with_fixed_getrandom(&r.cache_dir.join("instructions"));
-            if let Some(w) = warning {
-                progress.stage(&format!("warning: {w}"));
-            }
-            v
-        });
+        let valgrind = instructions::valgrind_for_counting(&r.cache_dir, progress);
         for (k, (id, target, ns)) in ids.iter().enumerate() {
             progress.rounds(k as u64, ids.len() as u64, &format!("instructions {id}"));
             let exe = &exes.by_target[target];

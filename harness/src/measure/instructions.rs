@@ -157,6 +157,22 @@ impl Valgrind {
     }
 }
 
+/// valgrind on the PATH with the fixed `getrandom` written into `<cache_dir>/instructions/`, as
+/// every counting command uses it; a library that cannot be written is said through `progress`
+/// and the counts go on with the system's `getrandom`.
+pub fn valgrind_for_counting(
+    cache_dir: &Path,
+    progress: &dyn crate::progress::Progress,
+) -> Option<Valgrind> {
+    find_valgrind().map(|v| {
+        let (v, warning) = v.with_fixed_getrandom(&cache_dir.join("instructions"));
+        if let Some(w) = warning {
+            progress.stage(&format!("warning: {w}"));
+        }
+        v
+    })
+}
+
 /// The shared library of src/measure/fixed_getrandom.c, as build.rs compiled it (Linux only).
 #[cfg(fixed_getrandom)]
 const FIXED_GETRANDOM: Option<&[u8]> = Some(include_bytes!(concat!(
