@@ -90,7 +90,7 @@ class BucketTest(unittest.TestCase):
             rows, walls = gate_cases.bucket_rows(d / "quiet", d / "truth",
                                                  gate_cases.reach_patterns(d / "cases"))
             self.assertEqual(rows, [("single", "5 to 10 %", "regression")])
-            self.assertEqual(walls, [600.0])
+            self.assertEqual(walls, [{"wall_s": 600.0}])
 
     def test_two_thread_rows_count_only_with_the_paired_truth(self):
         with tempfile.TemporaryDirectory() as d:
@@ -285,6 +285,56 @@ class BucketTest(unittest.TestCase):
             self.assertTrue(text.startswith(f"a\n{start}\nGenerated "))
             self.assertTrue(text.endswith(f"|\n{end}\nb\n"))
             self.assertNotIn("old", text)
+
+
+class BuildStagesTest(unittest.TestCase):
+    LINES = [(0.1, "checking out base 08486ba (…)\n"),
+             (0.2, "building base in /c/worktrees/base\n"),
+             (612.0, "building head in /c/worktrees/head\n"),
+             (700.0, "probing the time the host takes (2 s)\n"),
+             (702.5, "[0/944] round 1 paired decode/tiny_tokens_per_second/32_tokens\n"),
+             (760.0, "[112/944] round 1 paired logit_processing/…, about 7.5 min left\n")]
+
+    def test_stages_are_read_from_the_progress_lines(self):
+        got = gate_cases.stage_times(self.LINES)
+        self.assertEqual(got, {"base_build": 611.8, "head_build": 90.5,
+                               "until_first_round": 702.5})
+        self.assertTrue(gate_cases.is_cold(got))
+
+    def test_a_warm_base_build_is_not_cold_and_missing_lines_say_unknown(self):
+        warm = [(0.2, "building base in b\n"), (3.0, "building head in h\n"),
+                (95.0, "[0/10] round 1 base x\n")]
+        self.assertFalse(gate_cases.is_cold(gate_cases.stage_times(warm)))
+        none = gate_cases.stage_times([(1.0, "error: no such revision\n")])
+        self.assertEqual(none, {"base_build": None, "head_build": None,
+                                "until_first_round": None})
+        self.assertIsNone(gate_cases.is_cold(none))
+        self.assertIsNone(gate_cases.is_cold(None))
+
+    def test_run_timed_keeps_stderr_lines_with_their_times_and_kills_at_the_deadline(self):
+        import sys
+        code, lines = gate_cases.run_timed(
+            [sys.executable, "-c",
+             "import sys, time; print('a', file=sys.stderr, flush=True); time.sleep(0.5); "
+             "print('b', file=sys.stderr); sys.exit(1)"], ".", 30)
+        self.assertEqual(code, 1)
+        self.assertEqual([x for _, x in lines], ["a\n", "b\n"])
+        self.assertGreaterEqual(lines[1][0] - lines[0][0], 0.4)
+        code, lines = gate_cases.run_timed(
+            [sys.executable, "-c", "import time; time.sleep(30)"], ".", 1)
+        self.assertIsNone(code)
+        self.assertIn("deadline", lines[-1][1])
+
+    def test_the_wall_cell_keeps_cold_runs_apart(self):
+        metas = [{"wall_s": 600.0}, {"wall_s": 720.0, "cold": False},
+                 {"wall_s": 1800.0, "cold": True, "stages_s": {"base_build": 900.0}}]
+        cell = gate_cases.wall_cell(metas)
+        self.assertTrue(cell.startswith("median 11.0 min, max 12.0 min (2 runs)"), cell)
+        self.assertIn("cold first runs: 30.0 min (15.0 of it the base's build)", cell)
+        self.assertEqual(gate_cases.wall_cell(metas[:1]), "median 10.0 min, max 10.0 min (1 run)")
+        # a cold run marked by hand, from a session's log, has no stages
+        hand = gate_cases.wall_cell([{"wall_s": 600.0}, {"wall_s": 1500.0, "cold": True}])
+        self.assertTrue(hand.endswith("; apart, cold first runs: 25.0 min"), hand)
 
 
 if __name__ == "__main__":
