@@ -38,6 +38,36 @@ class HostsTest(unittest.TestCase):
 
     def test_this_hosts_model_is_read(self):
         self.assertTrue(measure.host_cpu())
+        self.assertRegex(measure.host_cpu_id() or "", r"^family \d+ model \d+ stepping \d+$")
+
+    def test_one_model_name_of_another_family_or_model_is_elsewhere(self):
+        zen4, zen3 = "family 25 model 17 stepping 1", "family 25 model 1 stepping 1"
+        hosts = {"a": {"cpu": EPYC, "cpu_id": zen4, "steps": {"truth": EPYC}},
+                 "old": {"cpu": EPYC, "steps": {"truth": EPYC}}}
+        self.assertEqual(measure.begun_elsewhere(hosts, "a", EPYC, zen3), f"{EPYC} ({zen4})")
+        self.assertIsNone(measure.begun_elsewhere(hosts, "a", EPYC, zen4))
+        self.assertIsNone(measure.begun_elsewhere(hosts, "a", EPYC, None), "unknown here: name")
+        self.assertIsNone(measure.begun_elsewhere(hosts, "old", EPYC, zen3),
+                          "a case begun before ids were recorded: the name only")
+        self.assertEqual(measure.begun_elsewhere(hosts, "a", XEON, zen4), EPYC)
+
+    def test_the_first_step_fixes_the_id_and_an_old_case_gets_none_later(self):
+        with tempfile.TemporaryDirectory() as d:
+            old = measure.HOSTS
+            measure.HOSTS = Path(d) / "hosts.json"
+            try:
+                measure.HOSTS.write_text(json.dumps(
+                    {"old": {"cpu": EPYC, "steps": {"truth": EPYC}}}))
+                measure.record_host("old", "quiet", EPYC, "family 25 model 17 stepping 1")
+                measure.record_host("new", "truth", EPYC, "family 25 model 17 stepping 1")
+                measure.record_host("new", "quiet", EPYC, "family 25 model 1 stepping 1")
+                hosts = json.loads(measure.HOSTS.read_text())
+            finally:
+                measure.HOSTS = old
+        self.assertNotIn("cpu_id", hosts["old"])
+        self.assertEqual(hosts["old"]["step_ids"], {"quiet": "family 25 model 17 stepping 1"})
+        self.assertEqual(hosts["new"]["cpu_id"], "family 25 model 17 stepping 1")
+        self.assertEqual(hosts["new"]["step_ids"]["quiet"], "family 25 model 1 stepping 1")
 
 
 if __name__ == "__main__":

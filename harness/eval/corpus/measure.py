@@ -25,7 +25,9 @@ One host kind per case: every step of a case runs on the CPU model its first ste
 EPYC, Intel Xeon), and a truth from one model says nothing exact about a gate run on another
 (finding 13: the same two builds, greedy +0.6 % quiet on an EPYC and +36 % under one-core load
 on a Xeon). A case begun on another model is skipped with a message, for a session on that
-model; the cases not begun take whatever host this is.
+model; the cases not begun take whatever host this is. From 2026-12-05 the CPU's family, model
+and stepping are recorded too (`cpu_id`, `step_ids`) and compared where a case has them: one
+model name ("AMD EPYC") covers more than one generation (finding 16).
 
 Before the first step: the base revision given (--rev, the same for every case) has the corpus's
 pinned engine (git diff of its `engine/` against ENGINE_COMMIT). Every side of every step is
@@ -119,20 +121,54 @@ def host_cpu():
     return "unknown"
 
 
+def host_cpu_id():
+    """This machine's CPU family, model and stepping (/proc/cpuinfo), e.g. "family 25 model 17
+    stepping 1": VMs of one model name can be different generations (finding 16), so the
+    one-host rule compares these too where a case recorded them (cases begun from 2026-12-05)."""
+    want, got = ("cpu family", "model", "stepping"), {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            k, _, v = line.partition(":")
+            k = k.strip()
+            if k in want and k not in got:
+                got[k] = v.strip()
+            if not line.strip() and got:
+                break
+    except OSError:
+        pass
+    if len(got) < len(want):
+        return None
+    return f"family {got['cpu family']} model {got['model']} stepping {got['stepping']}"
+
+
 def load_hosts():
     return json.loads(HOSTS.read_text()) if HOSTS.exists() else {}
 
 
-def begun_elsewhere(hosts, case, here):
-    """The CPU model `case` was begun on, when it is not `here`; else None."""
-    begun_on = hosts.get(case, {}).get("cpu")
-    return begun_on if begun_on and begun_on != here else None
+def begun_elsewhere(hosts, case, here, here_id=None):
+    """The CPU `case` was begun on, when it is not this one (`here`, the model name, and
+    `here_id`, family, model and stepping, compared where both sides have one); else None."""
+    entry = hosts.get(case, {})
+    begun_on, begun_id = entry.get("cpu"), entry.get("cpu_id")
+    if not begun_on:
+        return None
+    if begun_on != here:
+        return begun_on
+    if begun_id and here_id and begun_id != here_id:
+        return f"{begun_on} ({begun_id})"
+    return None
 
 
-def record_host(case, name, cpu):
+def record_host(case, name, cpu, cpu_id=None):
+    """Records the CPU a step ran on; a case's first step fixes its `cpu` (and `cpu_id`, which
+    cases begun before 2026-12-05 do not have: not filled in later from another step)."""
     hosts = load_hosts()
     entry = hosts.setdefault(case, {"cpu": cpu, "steps": {}})
+    if cpu_id is not None and len(entry["steps"]) == 0:
+        entry["cpu_id"] = cpu_id
     entry["steps"][name] = cpu
+    if cpu_id is not None:
+        entry.setdefault("step_ids", {})[name] = cpu_id
     HOSTS.write_text(json.dumps(hosts, indent=1, sort_keys=True) + "\n")
 
 
@@ -152,7 +188,7 @@ def step(name, case, cmd, done, partial=()):
     log(f"{case} {name}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min")
     if p.returncode != 0:
         raise SystemExit(f"error: {case} {name} failed (exit {p.returncode})")
-    record_host(case, name, host_cpu())
+    record_host(case, name, host_cpu(), host_cpu_id())
 
 
 def main():
@@ -175,9 +211,9 @@ def main():
                          "measured on that engine (README.md, step 3)")
     steps = a.steps.split(",")
     py = sys.executable
-    here = host_cpu()
+    here, here_id = host_cpu(), host_cpu_id()
     for c in cases:
-        begun_on = begun_elsewhere(load_hosts(), c, here)
+        begun_on = begun_elsewhere(load_hosts(), c, here, here_id)
         if begun_on:
             log(f"{c}: begun on {begun_on!r}, this host is {here!r}: left for a host like "
                 "the first")
