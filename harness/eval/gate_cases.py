@@ -121,6 +121,10 @@ def run_cases(a):
             code, lines = run_timed(cmd, work, COMPARE_TIMEOUT_S)
         (dest).mkdir(parents=True, exist_ok=True)
         (dest / "stderr.txt").write_text("".join(line for _, line in lines))
+        if code is None:
+            # No run.json: the run did not finish, and measure.py takes a run.json as a done step.
+            raise SystemExit(f"error: {name}: harness compare passed its {COMPARE_TIMEOUT_S} s "
+                             f"deadline and was killed; its stderr is in {dest / 'stderr.txt'}")
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         stages = stage_times(lines)
@@ -146,16 +150,19 @@ COLD_BASE_BUILD_S = 60.0
 
 def run_timed(cmd, cwd, timeout_s):
     """Run `cmd`, keeping each line of its stderr with the seconds since the start at which it
-    came; (exit code, [(seconds, line)]). The child is killed at the deadline (exit code None
-    then, and a last line saying so)."""
+    came; (exit code, [(seconds, line)]). At the deadline the child itself is killed, as
+    `subprocess.run(timeout=…)` did before (exit code None then, and a last line saying so);
+    the harness's own children keep their own deadlines. It stays in this process group, so
+    stopping the corpus (`kill -TERM -- -PGID` of measure.py) still reaches it."""
     import threading
 
     started = time.time()
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, errors="replace")
     lines = []
 
     def read():
+        # errors="replace": a stray byte must not end the reader and leave the pipe undrained.
         for line in p.stderr:
             lines.append((round(time.time() - started, 1), line))
 
@@ -510,11 +517,11 @@ def wall_cell(metas):
     """The wall-time cell of runs' `run.json` records: the warm ones' median and max, and the
     cold ones (a first run on a fresh VM, which built the base's whole dependency graph:
     `is_cold`) apart with their build time, since the target is about a warm check. Runs from
-    before 2026-12-05 recorded no build times and count as warm; the README says which of them
-    were first runs."""
+    before 2026-12-05 recorded no build times and count as warm (which of them were a VM's
+    first is not known; corpus/README.md says so)."""
     warm = [m["wall_s"] for m in metas if not m.get("cold")]
     cold = [m for m in metas if m.get("cold")]
-    cell = minutes(warm)
+    cell = minutes(warm) if warm or not cold else "no warm run yet"
     if cold:
         def one(m):
             b = (m.get("stages_s") or {}).get("base_build")

@@ -320,10 +320,19 @@ class BuildStagesTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertEqual([x for _, x in lines], ["a\n", "b\n"])
         self.assertGreaterEqual(lines[1][0] - lines[0][0], 0.4)
+        import time
+        t0 = time.time()
         code, lines = gate_cases.run_timed(
             [sys.executable, "-c", "import time; time.sleep(30)"], ".", 1)
+        self.assertLess(time.time() - t0, 10, "killed at the deadline, not waited for")
         self.assertIsNone(code)
         self.assertIn("deadline", lines[-1][1])
+        # a byte that is not UTF-8 neither stops the reader nor loses the lines after it
+        code, lines = gate_cases.run_timed(
+            [sys.executable, "-c",
+             "import sys; sys.stderr.buffer.write(b'x\\xff\\n' + b'y\\n' * 50000)"], ".", 30)
+        self.assertEqual(code, 0)
+        self.assertEqual(len(lines), 50001)
 
     def test_the_wall_cell_keeps_cold_runs_apart(self):
         metas = [{"wall_s": 600.0}, {"wall_s": 720.0, "cold": False},
@@ -335,6 +344,8 @@ class BuildStagesTest(unittest.TestCase):
         # a cold run marked by hand, from a session's log, has no stages
         hand = gate_cases.wall_cell([{"wall_s": 600.0}, {"wall_s": 1500.0, "cold": True}])
         self.assertTrue(hand.endswith("; apart, cold first runs: 25.0 min"), hand)
+        only_cold = gate_cases.wall_cell([{"wall_s": 1500.0, "cold": True}])
+        self.assertEqual(only_cold, "no warm run yet; apart, cold first runs: 25.0 min")
 
 
 if __name__ == "__main__":

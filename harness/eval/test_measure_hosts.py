@@ -46,7 +46,14 @@ class HostsTest(unittest.TestCase):
                  "old": {"cpu": EPYC, "steps": {"truth": EPYC}}}
         self.assertEqual(measure.begun_elsewhere(hosts, "a", EPYC, zen3), f"{EPYC} ({zen4})")
         self.assertIsNone(measure.begun_elsewhere(hosts, "a", EPYC, zen4))
-        self.assertIsNone(measure.begun_elsewhere(hosts, "a", EPYC, None), "unknown here: name")
+        self.assertEqual(measure.begun_elsewhere(hosts, "a", EPYC, None), f"{EPYC} ({zen4})",
+                         "this host's id unknown: not shown to be the first's")
+        self.assertEqual(measure.begun_elsewhere(hosts, "a", EPYC, "family 25 model 17 stepping 2"),
+                         f"{EPYC} ({zen4})", "a stepping apart is another kind")
+        marked = {"s": {"cpu": EPYC, "cpu_id": "unrecorded (begun before 2026-12-05)",
+                        "steps": {}}}
+        for here_id in (zen4, None):
+            self.assertIsNotNone(measure.begun_elsewhere(marked, "s", EPYC, here_id))
         self.assertIsNone(measure.begun_elsewhere(hosts, "old", EPYC, zen3),
                           "a case begun before ids were recorded: the name only")
         self.assertEqual(measure.begun_elsewhere(hosts, "a", XEON, zen4), EPYC)
@@ -57,7 +64,9 @@ class HostsTest(unittest.TestCase):
             measure.HOSTS = Path(d) / "hosts.json"
             try:
                 measure.HOSTS.write_text(json.dumps(
-                    {"old": {"cpu": EPYC, "steps": {"truth": EPYC}}}))
+                    {"old": {"cpu": EPYC, "steps": {"truth": EPYC}},
+                     "by-hand": {"cpu": EPYC, "steps": {}}}))
+                measure.record_host("by-hand", "one-core", EPYC, "family 25 model 17 stepping 1")
                 measure.record_host("old", "quiet", EPYC, "family 25 model 17 stepping 1")
                 measure.record_host("new", "truth", EPYC, "family 25 model 17 stepping 1")
                 measure.record_host("new", "quiet", EPYC, "family 25 model 1 stepping 1")
@@ -65,6 +74,7 @@ class HostsTest(unittest.TestCase):
             finally:
                 measure.HOSTS = old
         self.assertNotIn("cpu_id", hosts["old"])
+        self.assertNotIn("cpu_id", hosts["by-hand"], "an entry written by hand with no steps")
         self.assertEqual(hosts["old"]["step_ids"], {"quiet": "family 25 model 17 stepping 1"})
         self.assertEqual(hosts["new"]["cpu_id"], "family 25 model 17 stepping 1")
         self.assertEqual(hosts["new"]["step_ids"]["quiet"], "family 25 model 1 stepping 1")

@@ -154,7 +154,7 @@ def begun_elsewhere(hosts, case, here, here_id=None):
         return None
     if begun_on != here:
         return begun_on
-    if begun_id and here_id and begun_id != here_id:
+    if begun_id and begun_id != here_id:  # this host's id unknown: not shown to be the same
         return f"{begun_on} ({begun_id})"
     return None
 
@@ -163,8 +163,11 @@ def record_host(case, name, cpu, cpu_id=None):
     """Records the CPU a step ran on; a case's first step fixes its `cpu` (and `cpu_id`, which
     cases begun before 2026-12-05 do not have: not filled in later from another step)."""
     hosts = load_hosts()
+    # New only when absent: some entries were written by hand with no steps (cases begun before
+    # hosts were recorded), and those must not take this VM's id.
+    new = case not in hosts
     entry = hosts.setdefault(case, {"cpu": cpu, "steps": {}})
-    if cpu_id is not None and len(entry["steps"]) == 0:
+    if cpu_id is not None and new:
         entry["cpu_id"] = cpu_id
     entry["steps"][name] = cpu
     if cpu_id is not None:
@@ -215,8 +218,8 @@ def main():
     for c in cases:
         begun_on = begun_elsewhere(load_hosts(), c, here, here_id)
         if begun_on:
-            log(f"{c}: begun on {begun_on!r}, this host is {here!r}: left for a host like "
-                "the first")
+            log(f"{c}: begun on {begun_on!r}, this host is {here!r} ({here_id}): left for a "
+                "host like the first")
             continue
         filt, targets, e2e = plan(reach[c]["reach"])
         if "truth" in steps:
