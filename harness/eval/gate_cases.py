@@ -390,15 +390,15 @@ def method_noise(bid, truth):
 
 def bucket_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
-    `out`, and the runs' `run.json` records (wall time, build stages). A two-thread row counts only with a truth from the
-    dedicated machine (`ground_t2`), a sampling row only with one of the paired processes
+    `out`, and the runs' `run.json` records (wall time, build stages). A two-thread row counts
+    only with a truth from the dedicated machine (`ground_t2`), a sampling row only with one of the paired processes
     (`ground_sampling`): this VM's plain rounds are method noise for them (corpus/README.md,
     step 2's amendments, finding 6)."""
-    rows, walls = [], []
+    rows, metas = [], []
     for case, run, truth, res in case_runs(out, ground, ground_t2, ground_sampling):
         meta = run / "run.json"
         if meta.is_file():
-            walls.append(json.loads(meta.read_text()))
+            metas.append(json.loads(meta.read_text()))
         for bid, status, thr, _ in result_rows(res) if res is not None else []:
             t = truth.get(bid)
             if t is None or not re.search(reach_of.get(case, ""), bid):
@@ -406,7 +406,7 @@ def bucket_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
             if method_noise(bid, t):
                 continue
             rows.append((threads_of(bid), bucket_of(t["change"], thr or 0.03), status))
-    return rows, walls
+    return rows, metas
 
 
 def buckets(a):
@@ -418,7 +418,6 @@ def buckets(a):
              "|---|---|---|---|---|---|---|---|---|"]
     for out in a.out:
         rows, metas = bucket_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling)
-        walls = [m["wall_s"] for m in metas]
         cond = Path(out).name
         groups = [(th, [b], b) for th in ("single", "two") for b in BUCKETS]
         groups += [("single", BUCKETS[2:], "**≥ 5 % (target ≥ 90 %)**"),
@@ -433,9 +432,8 @@ def buckets(a):
                          f"{sel.count('possible_regression')} "
                          f"| {sel.count('too_noisy')} | {sel.count('no_change')} | "
                          f"{100 * k / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] |")
-        if walls:
-            lines.append(f"| {cond} | wall time | {len(walls)} runs | median "
-                         f"{statistics.median(walls) / 60:.1f} min, max {max(walls) / 60:.1f} min "
+        if metas:  # the headline's rule: warm runs counted, cold first runs apart
+            lines.append(f"| {cond} | wall time | {len(metas)} runs | {wall_cell(metas)} "
                          "| | | | | |")
     print("\n".join(lines))
 
