@@ -30,11 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import hostkind
 import saved
 
 SCRIPT = Path(__file__).resolve()
 REPO = SCRIPT.parents[2]
 RESULTS_ROOT = REPO / "harness" / "eval" / "results"
+# Deadlines of the child processes (every one has one): a whole `harness compare` (a cold full
+# suite under the one-core load took 23 min on a 2-vCPU VM; gate_cases.py's COMPARE_TIMEOUT_S is
+# the same), git and the other short commands, and rustc for the spin calibration.
+COMPARE_TIMEOUT_S = 3600
+SHORT_TIMEOUT_S = 300
 
 # Serde names of harness::results::Status (snake_case).
 RED = "regression"
@@ -139,6 +145,7 @@ def git(*args, env=None, input_text=None):
         text=True,
         env=env,
         input=input_text,
+        timeout=SHORT_TIMEOUT_S,
     )
     return out.stdout.strip()
 
@@ -147,16 +154,19 @@ def host_info():
     model, ncpu = "unknown", cores()
     try:
         for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=True
+            ["lscpu"], capture_output=True, text=True, check=True, timeout=60
         ).stdout.splitlines():
             k, _, v = line.partition(":")
             if k.strip() == "Model name":
                 model = v.strip()
             elif k.strip() == "CPU(s)":
                 ncpu = int(v.strip())
-    except (OSError, subprocess.CalledProcessError, ValueError):
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError):
         pass
-    return {"cpu": model, "cores": ncpu, "uname": " ".join(os.uname())}
+    # The id too: one model name covers VM kinds on which a patch costs −1.5 % and +25 %
+    # (corpus/README.md finding 16), so A/A runs are reported per kind.
+    return {"cpu": model, "cpu_id": hostkind.cpu_id(), "cores": ncpu,
+            "uname": " ".join(os.uname())}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +450,7 @@ def check_same_kernels(rate_rev, rev):
     """In-context spin rates of one revision hold for another only when the code the spins are
     injected into is the same: every file of the engine library (`engine/src`) unchanged."""
     diff = subprocess.run(["git", "diff", "--stat", rate_rev, rev, "--", "engine/src"],
-                          cwd=REPO, capture_output=True, text=True)
+                          cwd=REPO, capture_output=True, text=True, timeout=SHORT_TIMEOUT_S)
     if diff.returncode != 0 or diff.stdout.strip():
         raise SystemExit(
             f"error: --rates-from-rev {rate_rev[:12]}: engine/src differs from {rev[:12]}, so its "
@@ -598,7 +608,13 @@ def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none
     with Load(load) as ld, open(tmp / "harness.log", "w") as err, open(
         tmp / "stdout.json", "w"
     ) as out:
-        rc = subprocess.run(cmd, stdout=out, stderr=err, cwd=REPO).returncode
+        try:
+            rc = subprocess.run(cmd, stdout=out, stderr=err, cwd=REPO,
+                                timeout=COMPARE_TIMEOUT_S).returncode
+        except subprocess.TimeoutExpired:
+            # subprocess.run has killed the harness (its own children keep their deadlines).
+            raise SystemExit(f"error: harness compare passed its {COMPARE_TIMEOUT_S} s deadline "
+                             f"in {tmp} (log kept there; no trial.json, so a rerun repeats it)")
         load_rec = ld.record()
     wall = time.time() - t0
     res_path = tmp / "results.json"
@@ -706,13 +722,14 @@ def calibrate_spin(reps=9):
         exe = Path(tmp) / "spin"
         subprocess.run(
             ["rustc", "-C", "opt-level=3", "-C", "debuginfo=0", "-o", str(exe), str(src)],
-            check=True,
+            check=True, timeout=SHORT_TIMEOUT_S,
         )
-        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout
+        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True,
+                               timeout=60).stdout
         pts = {}
         for n in (1_000_000, 10_000_000):
             out = subprocess.run([str(exe), str(n), str(reps)], capture_output=True, text=True,
-                                 check=True).stdout.split()
+                                 check=True, timeout=SHORT_TIMEOUT_S).stdout.split()
             pts[n] = min(int(x) for x in out)
     (n1, t1), (n2, t2) = sorted(pts.items())
     return {
@@ -1316,7 +1333,7 @@ def replay_trial(args, t):
         cmd += ["--policy", json.dumps(over)]
     if args.rounds:
         cmd += ["--rounds", str(args.rounds)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=SHORT_TIMEOUT_S)
     if p.returncode != 0:
         raise SystemExit(f"error: {shlex.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
     return json.loads(p.stdout)

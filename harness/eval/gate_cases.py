@@ -455,8 +455,12 @@ def aa_runs(aa_dir, load):
 
 
 def cpu_of(rec):
-    """The CPU model a run or trial record names (`host.cpu`), "unknown" without one."""
-    return (rec.get("host") or {}).get("cpu") or "unknown"
+    """The CPU kind a run or trial record names: `host.cpu`, with `host.cpu_id` (family, model,
+    stepping; A/A trials since 2026-12-05) in brackets where there is one; "unknown" without a
+    model."""
+    host = rec.get("host") or {}
+    model = host.get("cpu") or "unknown"
+    return f"{model} ({host['cpu_id']})" if host.get("cpu_id") else model
 
 
 def case_models(out):

@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EVAL = REPO / "harness" / "eval"
 sys.path.insert(0, str(EVAL))
+import hostkind  # noqa: E402
 import saved  # noqa: E402
 
 RESULTS = EVAL / "results" / "corpus"
@@ -109,36 +110,11 @@ def engine_pinned(rev):
 HOSTS = RESULTS / "hosts.json"
 
 
-def host_cpu():
-    """This machine's CPU model, as the harness's host facts give it (`model name` of
-    /proc/cpuinfo; harness/src/host.rs)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def host_cpu_id():
-    """This machine's CPU family, model and stepping (/proc/cpuinfo), e.g. "family 25 model 17
-    stepping 1": VMs of one model name can be different generations (finding 16), so the
-    one-host rule compares these too where a case recorded them (cases begun from 2026-12-05)."""
-    want, got = ("cpu family", "model", "stepping"), {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            k, _, v = line.partition(":")
-            k = k.strip()
-            if k in want and k not in got:
-                got[k] = v.strip()
-            if not line.strip() and got:
-                break
-    except OSError:
-        pass
-    if len(got) < len(want):
-        return None
-    return f"family {got['cpu family']} model {got['model']} stepping {got['stepping']}"
+# This machine's CPU model name and family/model/stepping (`hostkind.py`): VMs of one model
+# name can be different generations (finding 16), so the one-host rule compares the id too
+# where a case recorded one (cases begun from 2026-12-05).
+host_cpu = hostkind.cpu_model
+host_cpu_id = hostkind.cpu_id
 
 
 def load_hosts():
