@@ -102,6 +102,10 @@ def pair(exe_a, exe_b, bid, cpu):
     return (logs[4] + logs[5]) / 2
 
 
+def fmt(x):
+    return "—" if x is None else f"{x:+.1f}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bins", type=Path, required=True)
@@ -150,7 +154,7 @@ def main():
                                  "values": values, "summary": summary}, indent=1) + "\n")
     shutil.rmtree(work)
     for bid in a.ids:
-        cells = "  ".join(f"s{s} {v['pct']:+.1f} [{v['lo']:+.1f}, {v['hi']:+.1f}]"
+        cells = "  ".join(f"s{s} {v['pct']:+.1f} [{fmt(v['lo'])}, {fmt(v['hi'])}]"
                           for s, v in summary[bid].items())
         print(f"{bid}: {cells}")
 
