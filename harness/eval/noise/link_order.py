@@ -27,6 +27,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -116,8 +117,8 @@ def main():
     ap.add_argument("ids", nargs="+")
     a = ap.parse_args()
     seeds = ["0b"] + [s.strip() for s in a.seeds.split(",") if s.strip()]
-    work = a.out.parent / (a.out.stem + "-bins")
-    work.mkdir(parents=True, exist_ok=True)
+    # The copies go to a scratch folder, not beside --out (which may be a folder copied back).
+    work = Path(tempfile.mkdtemp(prefix="link-order-"))
     exes = {}
     for bid in a.ids:
         target = TARGET_OF[bid.split("/")[0]]
@@ -142,6 +143,9 @@ def main():
                 values[bid][s].append(v)
         print(f"[cpu {a.cpu}] round {r + 1}/{a.rounds} done in {time.time() - t0:.0f} s",
               flush=True)
+        # Every finished round is kept, so a run stopped at a deadline still leaves its rounds.
+        a.out.write_text(json.dumps({"cpu": a.cpu, "host": platform.node(), "rounds": r + 1,
+                                     "values": values}, indent=1) + "\n")
     summary = {}
     for bid in a.ids:
         summary[bid] = {}
