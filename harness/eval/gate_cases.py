@@ -327,8 +327,17 @@ def table(a):
 
 
 def binom_sf(k, n, p):
-    """P(X >= k) for X ~ Binomial(n, p), exact."""
-    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+    """P(X >= k) for X ~ Binomial(n, p). Each term in logs (lgamma): the integer binomial
+    coefficient overflows a float from n ≈ 1030 on (the corpus's untouched rows pass that)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    lp, lq, lf = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    return min(1.0, sum(math.exp(lf - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                                 + i * lp + (n - i) * lq) for i in range(k, n + 1)))
 
 
 def clopper_pearson(k, n, confidence=0.95):

@@ -1,6 +1,7 @@
 """Unit tests of gate_cases.py's reach and row reading (standard library only)."""
 
 import json
+import math
 import re
 import tempfile
 import unittest
@@ -62,6 +63,24 @@ class BucketTest(unittest.TestCase):
             self.assertAlmostEqual(got[0], lo, places=4, msg=(k, n))
             self.assertAlmostEqual(got[1], hi, places=4, msg=(k, n))
         self.assertEqual(gate_cases.clopper_pearson(0, 0), (0.0, 1.0))
+
+    def test_clopper_pearson_holds_for_a_thousand_rows_and_more(self):
+        # The corpus's untouched rows pass 1,030, where an integer binomial coefficient no
+        # longer fits a float. Each bound must solve its defining tail equation, here checked
+        # in exact rational arithmetic; k = 0 has the closed form 1 - (a/2)^(1/n).
+        from fractions import Fraction
+
+        def cdf(k, n, p):  # P(X <= k), k + 1 exact terms
+            p = Fraction(p)
+            return float(sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i)
+                             for i in range(k + 1)))
+
+        for k, n in ((5, 1000), (7, 1100)):
+            lo, hi = gate_cases.clopper_pearson(k, n)
+            self.assertAlmostEqual(1 - cdf(k - 1, n, lo), 0.025, places=6, msg=(k, n))
+            self.assertAlmostEqual(cdf(k, n, hi), 0.025, places=6, msg=(k, n))
+        self.assertAlmostEqual(gate_cases.clopper_pearson(0, 2000)[1],
+                               1 - 0.025 ** (1 / 2000), places=9)
 
     def test_buckets_by_the_ground_truth_point_estimate_and_delta(self):
         self.assertEqual(gate_cases.bucket_of(0.029, 0.03), "< δ")
