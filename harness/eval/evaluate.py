@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import hostkind
+import procs
 import saved
 
 SCRIPT = Path(__file__).resolve()
@@ -151,22 +152,11 @@ def git(*args, env=None, input_text=None):
 
 
 def host_info():
-    model, ncpu = "unknown", cores()
-    try:
-        for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=True, timeout=60
-        ).stdout.splitlines():
-            k, _, v = line.partition(":")
-            if k.strip() == "Model name":
-                model = v.strip()
-            elif k.strip() == "CPU(s)":
-                ncpu = int(v.strip())
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError):
-        pass
-    # The id too: one model name covers VM kinds on which a patch costs −1.5 % and +25 %
-    # (corpus/README.md finding 16), so A/A runs are reported per kind.
-    return {"cpu": model, "cpu_id": hostkind.cpu_id(), "cores": ncpu,
-            "uname": " ".join(os.uname())}
+    """The host a trial ran on: CPU model and, since 2026-12-05, family/model/stepping (one model
+    name covers VM kinds on which a patch costs −1.5 % and +25 %: corpus/README.md finding 16,
+    so A/A runs are reported per kind), the machine's CPU count, the kernel."""
+    return {"cpu": hostkind.cpu_model(), "cpu_id": hostkind.cpu_id(),
+            "cores": os.cpu_count() or cores(), "uname": " ".join(os.uname())}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,11 +598,14 @@ def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none
     with Load(load) as ld, open(tmp / "harness.log", "w") as err, open(
         tmp / "stdout.json", "w"
     ) as out:
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
         try:
-            rc = subprocess.run(cmd, stdout=out, stderr=err, cwd=REPO,
-                                timeout=COMPARE_TIMEOUT_S).returncode
+            rc = child.wait(timeout=COMPARE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            # subprocess.run has killed the harness (its own children keep their deadlines).
+            # The harness and every process group it started (its children's own deadlines are
+            # threads of the harness, gone with it).
+            procs.kill_tree(child.pid)
+            child.wait()
             raise SystemExit(f"error: harness compare passed its {COMPARE_TIMEOUT_S} s deadline "
                              f"in {tmp} (log kept there; no trial.json, so a rerun repeats it)")
         load_rec = ld.record()

@@ -47,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 
+import procs
 import saved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -150,10 +151,11 @@ COLD_BASE_BUILD_S = 60.0
 
 def run_timed(cmd, cwd, timeout_s):
     """Run `cmd`, keeping each line of its stderr with the seconds since the start at which it
-    came; (exit code, [(seconds, line)]). At the deadline the child itself is killed, as
-    `subprocess.run(timeout=…)` did before (exit code None then, and a last line saying so);
-    the harness's own children keep their own deadlines. It stays in this process group, so
-    stopping the corpus (`kill -TERM -- -PGID` of measure.py) still reaches it."""
+    came; (exit code, [(seconds, line)]). At the deadline the child and every process group it
+    started are killed (`procs.kill_tree`: the harness's own deadlines for its children are
+    threads of the harness and die with it); exit code None then, and a last line saying so.
+    The child stays in this process group, so stopping the corpus (`kill -TERM -- -PGID` of
+    measure.py) reaches it, though not the groups it started (a build then runs to its end)."""
     import threading
 
     started = time.time()
@@ -171,7 +173,7 @@ def run_timed(cmd, cwd, timeout_s):
     try:
         code = p.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        p.kill()
+        procs.kill_tree(p.pid)  # the harness and every process group it started
         p.wait()
         code = None
     reader.join(timeout=10)
@@ -472,18 +474,33 @@ def cpu_of(rec):
     return f"{model} ({host['cpu_id']})" if host.get("cpu_id") else model
 
 
-def case_models(out):
+def load_hosts(out):
+    """The corpus's `hosts.json` beside a condition's folder (`results/corpus/hosts.json` for
+    `results/corpus/quiet`), {} when there is none (the cases of `../cases/`)."""
+    f = Path(out).parent / "hosts.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def case_models(out, hosts=None):
     """`; on CPU models: A n, B m` (cases per model, from each gate run's `host.cpu`) when the
     runs under `out` come from more than one model, else nothing: each case is measured on one
     model (corpus/README.md finding 13), and a reader must know which figures come from which.
     A run without results (a failed one) names no model; one without a host counts as
-    "unknown"."""
+    "unknown". `hosts` (the corpus's `hosts.json`, case → its kind) adds the family, model and
+    stepping that the gate's own results do not record, where the case has one (finding 16:
+    one model name covers different VM kinds)."""
     per_case = {}
     for run in sorted(Path(out).glob("*/run-*")):
         res_file = saved.find(run / "results.json")
         if res_file is None:
             continue
-        per_case.setdefault(run.parent.name, set()).add(cpu_of(saved.load_json(res_file)))
+        rec = saved.load_json(res_file)
+        cpu_id = ((hosts or {}).get(run.parent.name) or {}).get("cpu_id") or ""
+        # Only a measured id ("family …"), not an entry's note that its kind went unrecorded.
+        if cpu_id.startswith("family ") and \
+                (rec.get("host") or {}).get("cpu") == hosts[run.parent.name].get("cpu"):
+            rec = {**rec, "host": {**rec["host"], "cpu_id": cpu_id}}
+        per_case.setdefault(run.parent.name, set()).add(cpu_of(rec))
     models = sorted({m for ms in per_case.values() for m in ms})
     if len(models) < 2:
         return ""
@@ -559,7 +576,7 @@ def headline(a):
         n_neutral = len(cases & neutral)
         cols["cases"].append(f"{len(cases) - n_neutral} regressions, {n_neutral} neutral"
                              + (f" ({len(runs)} runs)" if len(runs) != len(cases) else "")
-                             + case_models(out))
+                             + case_models(out, load_hosts(out)))
         u = [r for r in rows if r["kind"] == "untouched"]
         noisy = sum(r["violation"] and not r["trusted"] for r in u)
         u = [r for r in u if r["trusted"]]

@@ -38,7 +38,7 @@ def main():
     exe = {'base': sys.argv[1], 'head': sys.argv[2]}
     rounds, out = int(sys.argv[3]), sys.argv[4]
     listed = subprocess.run([exe['base'], '--bench', '--list'], capture_output=True, text=True,
-                            check=True).stdout.splitlines()
+                            check=True, timeout=60).stdout.splitlines()
     ids = [l[:-len(': benchmark')] for l in listed if l.endswith(': benchmark')]
     if len(sys.argv) > 5:
         ids = [i for i in ids if any(p in i for p in sys.argv[5].split(','))]
@@ -50,7 +50,7 @@ def main():
         home = os.path.join(scratch, side)
         shutil.rmtree(home, ignore_errors=True)
         subprocess.run([exe[side]] + ARGS + [filt], env=dict(os.environ, CRITERION_HOME=home),
-                       capture_output=True, check=True)
+                       capture_output=True, check=True, timeout=3600)
         res = {}
         for i in ids:
             p = os.path.join(home, i, 'new', 'sample.json')

@@ -55,7 +55,8 @@ def executables(d):
 def target_of(exes, ids):
     found = {}
     for target, exe in exes.items():
-        listed = subprocess.run([exe, '--bench', '--list'], capture_output=True, text=True)
+        listed = subprocess.run([exe, '--bench', '--list'], capture_output=True, text=True,
+                                timeout=60)
         for line in listed.stdout.splitlines():
             if line.endswith(': benchmark') and line[:-len(': benchmark')] in ids:
                 found[line[:-len(': benchmark')]] = target
@@ -69,7 +70,8 @@ def criterion_run(exe, bench_id, scratch):
     home = os.path.join(scratch, 'home')
     shutil.rmtree(home, ignore_errors=True)
     subprocess.run([exe] + ARGS + ['^' + bench_id.replace('(', r'\(').replace(')', r'\)') + '$'],
-                   env=dict(os.environ, CRITERION_HOME=home), capture_output=True, check=True)
+                   env=dict(os.environ, CRITERION_HOME=home), capture_output=True, check=True,
+                   timeout=600)
     p = glob.glob(os.path.join(home, '**', 'new', 'sample.json'), recursive=True)[0]
     s = json.load(open(p))
     return lower_quartile([t / n for t, n in zip(s['times'], s['iters'])])

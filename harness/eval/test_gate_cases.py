@@ -53,6 +53,23 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(gate_cases.result_rows({"benches": []}), [])
 
 
+class CaseModelsTest(unittest.TestCase):
+    def test_a_cases_recorded_kind_names_it_and_a_note_does_not(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "quiet"
+            for case, cpu in (("a", "AMD EPYC"), ("b", "AMD EPYC"), ("c", "Xeon")):
+                run = out / case / "run-001"
+                run.mkdir(parents=True)
+                (run / "results.json").write_text(json.dumps({"host": {"cpu": cpu}}))
+            (Path(d) / "hosts.json").write_text(json.dumps({
+                "a": {"cpu": "AMD EPYC", "cpu_id": "family 25 model 17 stepping 1"},
+                "b": {"cpu": "AMD EPYC", "cpu_id": "unrecorded (begun before 2026-12-05)"}}))
+            got = gate_cases.case_models(out, gate_cases.load_hosts(out))
+            self.assertEqual(got, "; on CPU models: AMD EPYC 1, AMD EPYC (family 25 model 17 "
+                                  "stepping 1) 1, Xeon 1")
+            self.assertEqual(gate_cases.case_models(out), "; on CPU models: AMD EPYC 2, Xeon 1")
+
+
 class BucketTest(unittest.TestCase):
     def test_clopper_pearson_matches_published_values(self):
         # Exact 95 % intervals (Clopper & Pearson 1934; e.g. R's binom.test).

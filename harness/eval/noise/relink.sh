@@ -1,7 +1,7 @@
 #!/bin/bash
 # The same compiled benchmarks linked in several function orders, for link_order.py.
 #
-#   relink.sh REV OUT_DIR SEEDS BENCH... (SEEDS e.g. "1 2 3 4 5"; a target dir may be given in
+#   relink.sh REV OUT_DIR SEEDS BENCH... (SEEDS e.g. 1,2,3,4,5; a target dir may be given in
 #   CARGO_TARGET_DIR to reuse an earlier build of REV)
 #
 # Per bench target: `cargo bench --no-run` at REV (a throwaway `git clone --shared`), then
@@ -14,7 +14,7 @@
 # seed: the code of every function is the same bytes, only where it lies changes.
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: relink.sh REV OUT_DIR SEEDS BENCH..." >&2; exit 2; }
-rev=$1 out=$(realpath -m "$2") seeds=$3
+rev=$1 out=$(realpath -m "$2") seeds=${3//,/ }
 shift 3
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/relink.XXXXXX)
