@@ -4,6 +4,12 @@
 //! (no valgrind to count with) nothing is built.
 
 fn main() {
+    // The target the harness is built for, which `cargo bench` in a slot builds for too: its
+    // linker variable (src/placement.rs).
+    println!(
+        "cargo:rustc-env=HARNESS_HOST_TARGET={}",
+        std::env::var("TARGET").expect("TARGET")
+    );
     const SRC: &str = "src/measure/fixed_getrandom.c";
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rustc-check-cfg=cfg(fixed_getrandom)");

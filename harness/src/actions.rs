@@ -225,6 +225,7 @@ mod tests {
                 replay: None,
                 policy: None,
                 sampling: None,
+                placement: None,
             },
             rounds: vec![],
             outcome: Results::decide(&benches, &[]),

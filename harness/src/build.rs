@@ -153,6 +153,14 @@ fn run_cargo(
     on_line: &(dyn Fn(&str) + Sync),
     deadline: Duration,
 ) -> Result<(String, Vec<String>), ProcessFailure> {
+    // Every build of a slot links through the placement wrapper (it keeps each executable's
+    // link recipe; `crate::placement` says why always): the same linker for the benches and
+    // the e2e binaries, which share the target dir and cargo's fingerprints.
+    if let Some(w) =
+        crate::placement::harness_exe().and_then(|h| crate::placement::wrapper(target_dir, dir, h))
+    {
+        cmd.envs(crate::placement::cargo_env(&w));
+    }
     crate::process::own_group(&mut cmd)
         .env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())

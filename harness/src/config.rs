@@ -209,6 +209,49 @@ pub struct Config {
     /// How long one child process may run (`process`).
     #[serde(default)]
     pub deadlines: Deadlines,
+    /// Whether rounds sample code placement (`measure::placement`).
+    #[serde(default)]
+    pub placement: PlacementConfig,
+}
+
+/// `placement:` in harness.yaml.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Link both sides' benchmarks again in a function order of each round's own (on by
+    /// default): a change moves the rest of the program's code, and placement alone moved
+    /// benchmarks of this repository by 4-12 % (`harness/src/placement.rs`). Off, each side is
+    /// measured in the one placement cargo's link gave it, and the verdict cannot tell that
+    /// placement from the change.
+    #[serde(default = "yes")]
+    pub sample: bool,
+    /// The suites that sample it (default: every suite).
+    #[serde(default)]
+    pub suites: Option<Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            sample: true,
+            suites: None,
+        }
+    }
+}
+
+impl PlacementConfig {
+    /// Whether suite `name` samples placement.
+    pub fn samples_in(&self, name: &str) -> bool {
+        self.sample
+            && self
+                .suites
+                .as_ref()
+                .is_none_or(|s| s.iter().any(|x| x == name))
+    }
 }
 
 /// `deadlines:` in harness.yaml: how long one child process may run before it is killed and
@@ -641,6 +684,17 @@ impl Config {
             if !self.suites.contains_key(name) {
                 return Err(bad(
                     "instructions.suites",
+                    format!(
+                        "no suite named {name:?} (suites: {})",
+                        self.suite_names().join(", ")
+                    ),
+                ));
+            }
+        }
+        for name in self.placement.suites.iter().flatten() {
+            if !self.suites.contains_key(name) {
+                return Err(bad(
+                    "placement.suites",
                     format!(
                         "no suite named {name:?} (suites: {})",
                         self.suite_names().join(", ")

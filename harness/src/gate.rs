@@ -585,6 +585,7 @@ pub fn method(
         replay: None,
         policy: Some(policy.clone()),
         sampling: None,
+        placement: None,
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! [`vocab`] (sides, devices, failures) and [`progress`] → [`stats`] (pure decision functions) →
 //! [`config`] (`harness.yaml`) → [`results`] (the saved-run data model) → [`host`], [`git`]
-//! (revisions, slots), [`cache`] (the cache layout), [`build`] (cargo in each slot) →
+//! (revisions, slots), [`cache`] (the cache layout), [`placement`] (the linker wrapper and
+//! relinks in another function order), [`build`] (cargo in each slot) →
 //! [`measure`] (interleaved rounds of criterion executables, paired serving) → [`gate`]
 //! (measurements → decisions, replays) → [`e2e`] (end-to-end correctness and decode speed
 //! through each revision's binaries) → [`report`] (terminal, markdown, JSON) → [`actions`],
@@ -22,6 +23,7 @@ pub mod history;
 pub mod hook;
 pub mod host;
 pub mod measure;
+pub mod placement;
 pub mod post;
 pub mod process;
 pub mod progress;

@@ -182,6 +182,11 @@ pub struct Method {
     /// Absent in results written before paired sampling (criterion runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<String>,
+    /// Whether the rounds sampled code placement (each round's own function order per side,
+    /// harness/src/measure/placement.rs) or measured cargo's one link per side, and why. Absent
+    /// in results written before placement was sampled (one link per side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 /// A build or run failure of one side, with the tail of the tool's output.

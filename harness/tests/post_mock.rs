@@ -80,6 +80,7 @@ fn results(benches: Vec<BenchResult>) -> Results {
             replay: None,
             policy: None,
             sampling: None,
+            placement: None,
         },
         rounds: vec![],
         benches,

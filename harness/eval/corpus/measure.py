@@ -151,6 +151,20 @@ def record_host(case, name, cpu, cpu_id=None):
     HOSTS.write_text(json.dumps(hosts, indent=1, sort_keys=True) + "\n")
 
 
+def ran(run_json):
+    """Whether a gate run's record is a result: not one where the harness exited 2 before it
+    built anything (its configuration or flags refused: nothing was measured, and the step must
+    run again, not count as done)."""
+    if not run_json.is_file():
+        return False
+    r = json.loads(run_json.read_text())
+    refused = r.get("exit") == 2 and not any((r.get("stages_s") or {}).values())
+    if refused:
+        log(f"{run_json.relative_to(REPO)}: the harness refused to run (exit 2, nothing built); "
+            "measured again")
+    return not refused
+
+
 def step(name, case, cmd, done, partial=()):
     """Runs `cmd` unless `done` exists; `partial`: directories an interrupted run of this step
     left without a result, removed first (the step writes them again). Records the host the
@@ -176,6 +190,11 @@ def main():
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
     ap.add_argument("--rev", required=True, help="the base revision of every case")
     ap.add_argument("--harness", required=True, help="the harness binary (a release build)")
+    ap.add_argument("--config", type=Path, default=REPO / "harness.yaml",
+                    help="the gate's configuration (default: the repository's); a harness binary "
+                         "older than the repository's harness.yaml needs the file of its time, "
+                         "e.g. `git show 349aca8:harness.yaml` for the corpus's binary (it knows "
+                         "no `placement:` key)")
     ap.add_argument("--steps", default="truth,truth-sampling,truth-t2,quiet,one-core",
                     help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps' "
                          "methods passed their A/A, README.md step 2)")
@@ -218,11 +237,11 @@ def main():
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
                 cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
-                       "--cases-dir", str(HERE), "--config", str(REPO / "harness.yaml"),
+                       "--cases-dir", str(HERE), "--config", str(a.config),
                        "--rev", a.rev, "--case", f"{c}:full", "--load", load,
                        "--out", str(RESULTS / cond)]
                 runs = sorted((RESULTS / cond / c).glob("run-*"))
-                done = [r / "run.json" for r in runs if (r / "run.json").is_file()]
+                done = [r / "run.json" for r in runs if ran(r / "run.json")]
                 step(cond, c, cmd, done[0] if done else RESULTS / cond / c / "run-001" / "run.json",
                      partial=[] if done else runs)
 

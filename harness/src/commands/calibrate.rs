@@ -129,6 +129,17 @@ pub fn calibrate(
             serves: BTreeMap::new(),
             affinity: crate::measure::Affinity::from_config(&opts.config.affinity),
             deadline: opts.config.deadlines.bench(),
+            // A profile calibrated as the suite's runs measure: with placement sampled, its
+            // thresholds hold the spread of function orders too.
+            placement: if opts.config.placement.samples_in(&opts.suite) {
+                crate::measure::Placement::sample(
+                    exes.by_target.values().map(std::path::PathBuf::as_path),
+                    &work_dir.join("placement"),
+                    opts.config.deadlines.build(),
+                )
+            } else {
+                crate::measure::Placement::off("placement.sample is off")
+            },
         };
         let mut collected = Collected::default();
         run_rounds(

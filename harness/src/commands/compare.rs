@@ -19,7 +19,7 @@ use crate::e2e::{self, SideEnv};
 use crate::gate::{describe_sampling, measure_and_decide, method};
 use crate::git::{Checkout, Repo, resolve_checkout};
 use crate::host;
-use crate::measure::{Affinity, instructions};
+use crate::measure::{Affinity, Placement, instructions};
 use crate::measure::{
     Collected, CriterionMeasurer, TargetPlan, list_ids, parse_shard, plan_for, shard_plan,
 };
@@ -251,6 +251,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
     let mut round_infos = Vec::new();
     let mut benches = Vec::new();
     let mut sampling = None;
+    let mut placement = None;
     let mut lost_time = Vec::new();
     if !targets.is_empty() {
         let base_exes = build_side(
@@ -289,7 +290,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 "before the benchmark rounds",
                 progress,
             ));
-            let (r, b) = measure_benches(
+            let (r, b, placed) = measure_benches(
                 opts,
                 &plan,
                 base_exes,
@@ -305,6 +306,8 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                     "bench target {t}: criterion runs, not paired: {why}"
                 ));
             }
+            progress.stage(&format!("code placement {placed}"));
+            placement = Some(placed);
             sampling = Some(describe_sampling(
                 criterion.paired,
                 &r.unpaired,
@@ -420,6 +423,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         host,
         method: Method {
             sampling,
+            placement,
             // The benchmarks' policy (its alpha their share under `rule: resolution`): what a
             // replay of the benchmark rows must start from to decide as this run did.
             ..method(&bench_policy, rounds, &criterion, profile_desc)
@@ -497,7 +501,7 @@ fn measure_benches(
     criterion: &CriterionSettings,
     profile: &Option<(NoiseProfile, PathBuf)>,
     progress: &dyn Progress,
-) -> (Collected, Vec<BenchResult>) {
+) -> (Collected, Vec<BenchResult>, String) {
     let plan = match opts.shard {
         None => plan.to_vec(),
         Some(shard) => {
@@ -522,6 +526,22 @@ fn measure_benches(
     };
     let work_dir = opts.cache_dir.join("runs").join("current");
     let _ = std::fs::remove_dir_all(&work_dir);
+    let placement = if opts.config.placement.samples_in(&opts.suite) {
+        Placement::sample(
+            base_exes
+                .by_target
+                .values()
+                .chain(head_exes.by_target.values())
+                .map(PathBuf::as_path),
+            &work_dir.join("placement"),
+            opts.config.deadlines.build(),
+        )
+    } else {
+        Placement::off(format!(
+            "placement.sample is off for the {} suite in harness.yaml",
+            opts.suite
+        ))
+    };
     let mut m = CriterionMeasurer {
         base: base_exes,
         head: head_exes,
@@ -541,6 +561,7 @@ fn measure_benches(
         serves: BTreeMap::new(),
         affinity: Affinity::from_config(&opts.config.affinity),
         deadline: opts.config.deadlines.bench(),
+        placement,
     };
     let r = measure_and_decide(
         &mut m,
@@ -568,8 +589,10 @@ fn measure_benches(
             progress,
         );
     }
+    m.placement.clear();
+    let placed = m.placement.describe();
     let _ = std::fs::remove_dir_all(&work_dir);
-    (collected, benches)
+    (collected, benches, placed)
 }
 
 /// Instruction counts of the single-threaded benchmarks both sides ran (not `⛔`, 🆕, ➖; with

@@ -336,6 +336,7 @@ pub fn e2e_single(opts: &E2eRunOptions, progress: &dyn Progress) -> anyhow::Resu
             replay: None,
             policy: Some(opts.config.policy.clone()),
             sampling: None,
+            placement: None,
         },
         rounds: Vec::new(),
         benches: Vec::new(),

@@ -21,7 +21,9 @@ use crate::config::{AffinityConfig, CriterionSettings, Pin};
 use crate::git::{Checkout, Repo};
 use crate::host;
 use crate::measure::serve::{SAMPLING_MODE_WARM, pair_layout};
-use crate::measure::{Affinity, Collected, CriterionMeasurer, instructions, plan_for, run_rounds};
+use crate::measure::{
+    Affinity, Collected, CriterionMeasurer, Placement, instructions, plan_for, run_rounds,
+};
 use crate::progress::{Progress, Ui};
 use crate::report::format::short_sha as short;
 use crate::results::{HostInfo, RawSample, Results, RoundInfo, now_unix};
@@ -300,19 +302,23 @@ struct Setup {
     /// to every row).
     criterion_multi_threaded: Option<CriterionSettings>,
     affinity: AffinityConfig,
+    /// Sample code placement (`placement.sample`): each round's own function order per side.
+    placement: bool,
 }
 
 impl Setup {
     fn describe(&self) -> String {
         let c = &self.criterion;
         format!(
-            "{}; warm-up {} s, measurement {} s, {} samples, {} process pair(s) per round; {}",
+            "{}; warm-up {} s, measurement {} s, {} samples, {} process pair(s) per round; {}; \
+             code placement {}",
             if c.paired { "paired" } else { "criterion runs" },
             c.warm_up_s,
             c.measurement_s,
             c.sample_size,
             c.processes_per_round,
-            Affinity::from_config(&self.affinity).describe()
+            Affinity::from_config(&self.affinity).describe(),
+            if self.placement { "sampled" } else { "fixed" }
         )
     }
 
@@ -347,6 +353,13 @@ impl Setup {
                     s.criterion.processes_per_round = n as u32;
                 }
                 "measurement_s" => s.criterion.measurement_s = num()?,
+                "placement" => {
+                    s.placement = match v {
+                        "sampled" => true,
+                        "fixed" => false,
+                        _ => bail!("--against {kv}: placement is `sampled` or `fixed`"),
+                    }
+                }
                 "sample_size" => {
                     let n = num()?;
                     if n.fract() != 0.0 || n < 2.0 {
@@ -356,7 +369,7 @@ impl Setup {
                 }
                 _ => bail!(
                     "--against {kv}: unknown key {k:?} (pin, warm_up_s, measurement_s, \
-                     sample_size, processes_per_round)"
+                     sample_size, processes_per_round, placement)"
                 ),
             }
         }
@@ -384,6 +397,7 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
         criterion,
         criterion_multi_threaded: suite.criterion_multi_threaded.clone(),
         affinity: config.affinity.clone(),
+        placement: config.placement.samples_in(&r.suite),
     };
     let mut setups = vec![("configured", configured.clone())];
     if !args.against.is_empty() {
@@ -420,7 +434,8 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
     let mut collected: Vec<Collected> = vec![Collected::default(); setups.len()];
     let mut measurers: Vec<CriterionMeasurer> = setups
         .iter()
-        .map(|(_, s)| CriterionMeasurer {
+        .enumerate()
+        .map(|(i, (_, s))| CriterionMeasurer {
             base: exes.clone(),
             head: exes.clone(),
             args: s.criterion.args(),
@@ -438,6 +453,16 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             serves: BTreeMap::new(),
             affinity: Affinity::from_config(&s.affinity),
             deadline: config.deadlines.bench(),
+            // Both sides are the one build: an A/A of two function orders per round.
+            placement: if s.placement {
+                Placement::sample(
+                    exes.by_target.values().map(PathBuf::as_path),
+                    &work_dir.join(format!("placement-{i}")),
+                    config.deadlines.build(),
+                )
+            } else {
+                Placement::off("placement.sample is off")
+            },
         })
         .collect();
     let n = setups.len();

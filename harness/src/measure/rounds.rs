@@ -108,6 +108,9 @@ pub struct CriterionMeasurer {
     pub affinity: super::affinity::Affinity,
     /// How long one criterion run may take (`deadlines.bench_s`).
     pub deadline: std::time::Duration,
+    /// Which executables a round runs: the built ones, or relinks in the round's function
+    /// orders (`placement.sample`).
+    pub placement: super::Placement,
 }
 
 impl CriterionMeasurer {
@@ -177,8 +180,23 @@ impl Measurer for CriterionMeasurer {
         {
             settings = m;
         }
-        let exe = |side: Side| self.exes(side).by_target.get(target).ok_or(missing(side));
-        let exes = [exe(order[0])?.as_path(), exe(order[1])?.as_path()];
+        let exe = |side: Side| {
+            self.exes(side)
+                .by_target
+                .get(target)
+                .cloned()
+                .ok_or(missing(side))
+        };
+        let built = [exe(order[0])?, exe(order[1])?];
+        let run = self.placement.exes(
+            target,
+            &[
+                (order[0], built[0].as_path()),
+                (order[1], built[1].as_path()),
+            ],
+            round,
+        );
+        let exes = [run[0].as_path(), run[1].as_path()];
         let cpu = self.affinity.cpu_for_bench(id);
         settings.cpu_clock = self.affinity.cpu_clock_for_bench(id);
         match super::serve::measure_pair(exes, id, &settings, round, cpu) {
@@ -194,14 +212,18 @@ impl Measurer for CriterionMeasurer {
         filter: Option<&str>,
         round: u32,
     ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
-        let exe = self
+        let built = self
             .exes(side)
             .by_target
             .get(target)
+            .cloned()
             .ok_or_else(|| ProcessFailure {
                 message: format!("{} has no bench target {target:?}", side.name()),
                 log_tail: Vec::new(),
             })?;
+        let exe = &self
+            .placement
+            .exes(target, &[(side, built.as_path())], round)[0];
         let home = self
             .work_dir
             .join(format!("r{round:03}-{}-{target}", side.name()));

@@ -518,6 +518,9 @@ fn method(results: &Results) -> String {
     if let Some(s) = &m.sampling {
         let _ = writeln!(body, "- **Sampling:** {}", md::text(s));
     }
+    if let Some(p) = &m.placement {
+        let _ = writeln!(body, "- **Code placement:** {}", md::text(p));
+    }
     let _ = writeln!(body, "- **Criterion arguments per round:** {args}");
     let _ = writeln!(
         body,
