@@ -18,6 +18,13 @@ With `--processes K --paired`, a round's log ratio is instead the median over it
 moves between two levels on a scale of seconds, so only processes run next to each other
 compare like with like (corpus/README.md, finding 6).
 
+With `--placement N`, each side's bench executables are also linked in N function orders
+(noise/relink.sh: lld's --shuffle-sections, nothing recompiled; seeds 1001, 1003, … for the base
+and 1002, 1004, … for the case, apart from any seed the gate draws) and round r runs order
+r mod N of each side: the truth of the change averaged over code placement, the quantity the gate
+estimates with `placement.sample` (harness/STATS.md §17). Without it, the truth of the two links
+cargo made, placement included.
+
 With `--e2e`, also the tiny model's CPU e2e speed rows (decode step and prefill per golden
 prompt, in the thread's CPU time as the gate measures them): noise/e2e_ground_truth.py with both
 sides' `engine` binaries, after the benchmarks' rounds. `--targets ''` measures only those.
@@ -182,6 +189,26 @@ def build(tree, target_dir, targets):
     return exes
 
 
+def placement_seeds(side, n):
+    """The function-order seeds of `side` under --placement n: odd for the base, even for the
+    case, from 1001 (the gate's seeds are 2r+1 and 2r+2 for its rounds r, far below)."""
+    first = 1001 if side == "base" else 1002
+    return [first + 2 * i for i in range(n)]
+
+
+def relinked(tree, target_dir, targets, seeds, out):
+    """`targets`' executables of `tree` linked in each of `seeds`' function orders
+    (noise/relink.sh; the tree's build in `target_dir` reused): {target: [path per seed]}."""
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
+    run([str(REPO / "harness" / "eval" / "noise" / "relink.sh"), str(tree), str(out),
+         ",".join(map(str, seeds))] + list(targets), env=env, timeout=BUILD_TIMEOUT_S)
+    paths = {t: [out / f"{t}-s{s}" for s in seeds] for t in targets}
+    missing = [str(p) for ps in paths.values() for p in ps if not p.is_file()]
+    if missing:
+        raise SystemExit(f"error: relink.sh left no {missing[0]}")
+    return paths
+
+
 def build_engine(tree, target_dir):
     """The `engine` binary of `tree` (release, the target dir of its benchmarks)."""
     cmd = ["cargo", "build", "--release", "--message-format=json", "-p", "engine", "--bin",
@@ -267,6 +294,9 @@ def main():
     ap.add_argument("--aa", action="store_true",
                     help="a method check: both sides run the base's executables (the patch is "
                          "not built); every row's truth should then be 0")
+    ap.add_argument("--placement", type=int, default=0, metavar="N",
+                    help="run round r in function order r mod N of each side (relinks; the "
+                         "truth averaged over code placement); 0: cargo's one link per side")
     ap.add_argument("--e2e", action="store_true",
                     help="also the tiny model's CPU e2e speed rows (noise/e2e_ground_truth.py)")
     ap.add_argument("--e2e-rounds", type=int, default=30)
@@ -302,8 +332,20 @@ def main():
             if a.e2e:
                 log(f"building {side}'s engine binary")
                 engines[side] = build_engine(tree, cache / f"target-{side}")
+        orders = {}
+        if a.placement and targets:
+            for side, tree in sides.items():
+                log(f"linking {side} in {a.placement} function orders")
+                orders[side] = relinked(tree, cache / f"target-{side}", targets,
+                                        placement_seeds(side, a.placement), tmp / f"orders-{side}")
         if a.aa:
             exes["case"], engines["case"] = exes.get("base"), engines.get("base")
+            if a.placement and targets:
+                # The base's code in the case's seeds: an A/A of placement alone.
+                log(f"linking the base in the case's {a.placement} function orders")
+                orders["case"] = relinked(sides["base"], cache / "target-base", targets,
+                                          placement_seeds("case", a.placement),
+                                          tmp / "orders-case")
         per_round = {"base": [], "case": []}
         paired = []
         rounds_started = time.time()
@@ -311,8 +353,8 @@ def main():
             runs = {"base": [], "case": []}
             for t in targets:
                 for side in process_order(r, a.processes):
-                    runs[side].append(measure(exes[side][t], a.filter, args,
-                                              tmp / f"home-{side}", a.cpu))
+                    exe = orders[side][t][r % a.placement] if orders else exes[side][t]
+                    runs[side].append(measure(exe, a.filter, args, tmp / f"home-{side}", a.cpu))
             for side in ("base", "case"):
                 per_round[side].append(side_values(runs[side]))
             paired.append(paired_round(runs["base"], runs["case"]))
@@ -336,6 +378,9 @@ def main():
     rec = {"schema": "harness-eval-ground-truth/1", "case": a.case, "rev": rev,
            "targets": targets, "filter": a.filter, "rounds": a.rounds,
            "processes": a.processes, "paired": a.paired,
+           "placement": {"orders": a.placement,
+                         "seeds": {side: placement_seeds(side, a.placement)
+                                   for side in ("base", "case")}} if a.placement else None,
            "criterion_args": args, "cpu": a.cpu, "aa": a.aa,
            "e2e": {"rounds": a.e2e_rounds, "requests": a.e2e_requests} if a.e2e else None,
            "wall_s": round(time.time() - started, 1), "rows": rows}

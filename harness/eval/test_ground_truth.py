@@ -6,6 +6,14 @@ import ground_truth as gt
 
 
 class GroundTruthTest(unittest.TestCase):
+    def test_placement_seeds_are_apart_by_side_and_from_the_gates(self):
+        base, case = gt.placement_seeds("base", 30), gt.placement_seeds("case", 30)
+        self.assertEqual(len(set(base) | set(case)), 60)
+        self.assertEqual(base[:2], [1001, 1003])
+        self.assertEqual(case[:2], [1002, 1004])
+        # The gate's seeds are 2r+1 and 2r+2 over its rounds (at most a few hundred).
+        self.assertGreater(min(base + case), 1000)
+
     def test_lower_quartile_is_type_7(self):
         self.assertEqual(gt.lower_quartile([1, 2, 3, 4, 5]), 2)
         self.assertAlmostEqual(gt.lower_quartile([1, 2, 3, 4]), 1.75)

@@ -205,6 +205,29 @@ fn wants_recipe(out: &Path) -> bool {
             .is_some_and(|n| !n.contains('.'))
 }
 
+/// For an executable cargo uplifted out of `deps/` (`release/engine`, a hard link of
+/// `release/deps/engine-HASH`): the recipe directory of the `deps` executable it is, found by
+/// name, size and modification time (a hard link shares both). None when `exe` has its own.
+fn uplifted_from(exe: &Path) -> Option<PathBuf> {
+    if recipe_dir(exe).exists() {
+        return None;
+    }
+    let name = exe.file_name()?.to_str()?;
+    let meta = std::fs::metadata(exe).ok()?;
+    let deps = exe.parent()?.join("deps");
+    std::fs::read_dir(&deps).ok()?.flatten().find_map(|e| {
+        let file = e.file_name();
+        let n = file.to_str()?;
+        let stem = n.strip_suffix(RECIPE_SUFFIX)?;
+        let hash = stem.strip_prefix(name)?.strip_prefix('-')?;
+        if hash.is_empty() || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let m = std::fs::metadata(deps.join(stem)).ok()?;
+        (m.len() == meta.len() && mtime_ns(&m) == mtime_ns(&meta)).then(|| e.path())
+    })
+}
+
 fn recipe_dir(exe: &Path) -> PathBuf {
     let mut name = exe.file_name().unwrap_or_default().to_owned();
     name.push(RECIPE_SUFFIX);
@@ -324,7 +347,12 @@ impl Recipe {
     /// The recipe of `exe`'s last link, checked: kept by the wrapper, for this very link, and
     /// through lld. The error says why not, naming the executable.
     pub fn of(exe: &Path) -> Result<Recipe, String> {
-        let dir = recipe_dir(exe);
+        // Cargo links a binary into `deps/NAME-HASH` and hard-links it up to `NAME` (the
+        // `engine` the e2e checks run): the recipe lies beside the one in `deps`.
+        let dir = match uplifted_from(exe) {
+            Some(d) => d,
+            None => recipe_dir(exe),
+        };
         if let Ok(e) = std::fs::read_to_string(dir.join(RECIPE_ERROR_FILE)) {
             return Err(format!("the link of {} kept no recipe: {e}", exe.display()));
         }

@@ -458,6 +458,11 @@ pub struct E2eResults {
     /// Build failures of the engine/oracle binaries.
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// A compare's speed rounds: whether each ran both engines relinked in function orders of
+    /// its own (harness/src/measure/placement.rs), or the engines as built, and why. Absent in
+    /// single-revision runs and in results from before placement was sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 impl E2eResults {
@@ -607,6 +612,7 @@ mod tests {
                     "`cargo build --release --bin engine --bin oracle` failed",
                 ),
             }],
+            placement: None,
         }
     }
 

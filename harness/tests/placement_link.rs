@@ -2,7 +2,8 @@
 //! `harness __link` (the wrapper `harness::placement::wrapper` installs), then linked again from
 //! the recipe it kept. Without a seed the relink is the executable byte for byte (the recipe is
 //! the whole link); with one, the same program in another function order (other bytes, the same
-//! output), the same bytes again for the same seed, other bytes for another seed. An executable
+//! output), the same bytes again for the same seed, other bytes for another seed. The binary
+//! cargo uplifts out of `deps/` finds the same recipe. An executable
 //! linked again outside the wrapper makes its recipe stale, and that is an error naming it.
 
 use std::path::{Path, PathBuf};
@@ -78,6 +79,12 @@ fn a_recipe_links_the_executable_again_exactly_and_in_other_orders() {
         recipe.args.iter().any(|a| a.contains(".placement/objs/")),
         "{:?}",
         recipe.args
+    );
+    // The uplifted `release/placed` (a hard link of the `deps` executable, what the e2e checks
+    // run as `release/engine`) finds the same recipe.
+    assert_eq!(
+        Recipe::of(&target.join("release/placed")).unwrap_or_else(|e| panic!("{e}")),
+        recipe
     );
     let limit = Duration::from_secs(120);
     let same = dir.path().join("same");

@@ -3,6 +3,8 @@
 #
 #   relink.sh REV OUT_DIR SEEDS BENCH... (SEEDS e.g. 1,2,3,4,5; a target dir may be given in
 #   CARGO_TARGET_DIR to reuse an earlier build of REV)
+#   relink.sh TREE OUT_DIR SEEDS BENCH... (TREE a directory: a prepared source tree, e.g. with a
+#   corpus patch applied, used as it is; ground_truth.py --placement)
 #
 # Per bench target: `cargo bench --no-run` at REV (a throwaway `git clone --shared`), then
 # `cargo rustc` of the bench crate alone with `-C save-temps --print link-args`, which keeps its
@@ -19,11 +21,16 @@ shift 3
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/relink.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-git clone -q --shared --no-checkout "$repo" "$work/src"
-git -C "$work/src" checkout -q --detach "$rev"
+if [ -d "$rev" ]; then
+  src=$(realpath "$rev")
+else
+  git clone -q --shared --no-checkout "$repo" "$work/src"
+  git -C "$work/src" checkout -q --detach "$rev"
+  src=$work/src
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
 mkdir -p "$out"
-cd "$work/src"
+cd "$src"
 for b in "$@"; do
   timeout 3600 cargo bench --no-run -q -p engine --bench "$b"
   timeout 1800 cargo rustc -q --profile bench -p engine --bench "$b" -- -C save-temps \

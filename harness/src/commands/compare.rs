@@ -348,6 +348,23 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             }
             let [mut b, mut h]: [SideEnv; 2] =
                 envs.try_into().map_err(|_| anyhow::anyhow!("two sides"))?;
+            // The engines' placement, sampled as the benchmarks' (STATS §17): a given
+            // `--base-engine`/`--head-engine` was not linked by the harness and has no recipe,
+            // which the description then says.
+            let placement = match (&b.tools, &h.tools) {
+                (Some(bt), Some(ht)) if opts.config.placement.samples_in(&opts.suite) => {
+                    Placement::sample(
+                        [bt.engine.as_path(), ht.engine.as_path()],
+                        &work.join("placement"),
+                        opts.config.deadlines.build(),
+                    )
+                }
+                (Some(_), Some(_)) => Placement::off(format!(
+                    "placement.sample is off for the {} suite in harness.yaml",
+                    opts.suite
+                )),
+                _ => Placement::off("a side has no engine binary"),
+            };
             let r = e2e::run_compare(
                 cfg,
                 &checks,
@@ -357,6 +374,7 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 rounds,
                 opts.e2e.require_cuda,
                 Affinity::from_config(&opts.config.affinity),
+                placement,
                 progress,
             );
             let _ = std::fs::remove_dir_all(&work);

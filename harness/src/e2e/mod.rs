@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{E2E_MAX_RUNS, E2eConfig, GoldenSelection, MODEL_SMOLLM2, MODEL_TINY};
 use crate::measure::clock::{self, Timing};
 use crate::measure::serve::{SAMPLING_MODE_WARM, clocked_sample, pair_layout};
-use crate::measure::{Affinity, Measured, Measurer, TargetPlan};
+use crate::measure::{Affinity, Measured, Measurer, Placement, TargetPlan};
 use crate::progress::Progress;
 use crate::results::{
     BenchResult, CudaGraphCounters, E2eCorrectness, E2eMode, E2eResults, E2eSideCheck, E2eSpeed,
@@ -686,6 +686,7 @@ pub fn run_single(
         speed,
         profile_args: tools::profile_settings(cfg.warmups, cfg.runs, cfg.decode_skip, cfg.threads),
         failures: build_failures(&[env]),
+        placement: None,
     }
 }
 
@@ -721,6 +722,32 @@ pub struct E2eMeasurer<'a> {
     pub affinity: Affinity,
     /// Per side: whether its engine serves profiles (probed once).
     pub serves: [Option<bool>; 2],
+    /// Which engine binaries a round runs: as built, or relinked in the round's function
+    /// orders (`placement.sample`; the bench target's name here is `engine`).
+    pub placement: Placement,
+}
+
+impl E2eMeasurer<'_> {
+    /// `side`'s tools for round `round`: its engine relinked in the round's order when placement
+    /// is sampled (one relink per side and round, shared by the round's checks).
+    fn round_tools(&mut self, sides: &[Side], round: u32) -> Vec<Option<Tools>> {
+        let built: Vec<Option<Tools>> = sides.iter().map(|s| self.tools[ix(*s)].clone()).collect();
+        if built.iter().any(Option::is_none) {
+            return built;
+        }
+        let engines: Vec<(Side, PathBuf)> = sides
+            .iter()
+            .zip(&built)
+            .map(|(s, t)| (*s, t.as_ref().expect("checked").engine.clone()))
+            .collect();
+        let pairs: Vec<(Side, &Path)> = engines.iter().map(|(s, p)| (*s, p.as_path())).collect();
+        let run = self.placement.exes("engine", &pairs, round);
+        built
+            .into_iter()
+            .zip(run)
+            .map(|(t, engine)| t.map(|t| Tools { engine, ..t }))
+            .collect()
+    }
 }
 
 /// The row id of a check's prefill time.
@@ -795,9 +822,11 @@ impl Measurer for E2eMeasurer<'_> {
             .then(|| self.affinity.cpu_for_threads(self.cfg.threads))
             .flatten();
         let mut servers = Vec::with_capacity(2);
-        for side in order {
+        let round_tools = self.round_tools(&order, round);
+        for (i, side) in order.into_iter().enumerate() {
             let s = ix(side);
-            let (Some(Ok(p)), Some(tools)) = (self.prepared[s].get(target), self.tools[s].as_ref())
+            let (Some(Ok(p)), Some(tools)) =
+                (self.prepared[s].get(target), round_tools[i].as_ref())
             else {
                 return Err((
                     side,
@@ -927,10 +956,11 @@ impl Measurer for E2eMeasurer<'_> {
         round: u32,
     ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
         let s = ix(side);
+        let round_tools = self.round_tools(&[side], round);
         let (Some(check), Some(Ok(p)), Some(tools)) = (
             self.checks.get(target),
             self.prepared[s].get(target),
-            self.tools[s].as_ref(),
+            round_tools[0].as_ref(),
         ) else {
             return Err(ProcessFailure {
                 message: format!("{target} is not prepared on {}", side.name()),
@@ -983,6 +1013,7 @@ pub fn run_compare(
     rounds: u32,
     require_cuda: bool,
     affinity: Affinity,
+    placement: Placement,
     progress: &dyn Progress,
 ) -> E2eResults {
     let mut prepared: [BTreeMap<String, Result<Prepared, Blocked>>; 2] = Default::default();
@@ -1002,6 +1033,7 @@ pub fn run_compare(
         failed: Default::default(),
         affinity,
         serves: [None, None],
+        placement,
     };
     let plan: Vec<TargetPlan> = checks
         .iter()
@@ -1016,6 +1048,8 @@ pub fn run_compare(
     ));
     let (collected, benches) =
         crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, None, progress);
+    m.placement.clear();
+    let placed = m.placement.describe();
     let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
 
     let mut oracle_cache: [OracleCache; 2] = Default::default();
@@ -1160,6 +1194,7 @@ pub fn run_compare(
         speed,
         profile_args: tools::profile_settings(cfg.warmups, cfg.runs, cfg.decode_skip, cfg.threads),
         failures: build_failures(&[base, head]),
+        placement: Some(placed),
     }
 }
 

@@ -171,7 +171,7 @@ impl Placement {
             return format!("not sampled: every round ran the executables cargo built ({why})");
         }
         let mut s = String::from(
-            "sampled: each round linked both sides' benchmarks again in function orders of its \
+            "sampled: each round linked both sides' executables again in function orders of its \
              own (lld --shuffle-sections, seeds 2r+1 base and 2r+2 head)",
         );
         if !self.link_s.is_empty() {

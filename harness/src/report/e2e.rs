@@ -370,6 +370,9 @@ pub fn markdown_speed(results: &Results) -> Option<String> {
             "Time per decode step of {command}, base and PR interleaved in rounds \
              (paired change, interval and threshold as for the benchmarks above).\n"
         );
+        if let Some(p) = &e.placement {
+            let _ = writeln!(s, "Code placement of the engines: {}.\n", md::text(p));
+        }
         s.push_str(
             "| Status | Check | Base | PR | Change | CI | Threshold | CUDA graph (base → PR) |\n\
              |:--|:--|--:|--:|--:|--:|--:|:--|\n",

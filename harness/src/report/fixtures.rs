@@ -79,7 +79,7 @@ fn method(profile: Option<&str>) -> Method {
         replay: None,
         policy: None,
         sampling: Some("paired: both sides serve each benchmark; criterion runs for decode (the base executable does not serve paired samples)".into()),
-        placement: Some("sampled: each round linked both sides' benchmarks again in function orders of its own (lld --shuffle-sections, seeds 2r+1 base and 2r+2 head); 48 relinks, median 0.9 s, 45 s in all".into()),
+        placement: Some("sampled: each round linked both sides' executables again in function orders of its own (lld --shuffle-sections, seeds 2r+1 base and 2r+2 head); 48 relinks, median 0.9 s, 45 s in all".into()),
     }
 }
 
@@ -599,6 +599,7 @@ pub fn with_e2e() -> Results {
         ],
         profile_args: crate::e2e::tools::profile_settings(1, 3, 1, 1),
         failures: Vec::new(),
+        placement: Some("sampled: each round linked both sides' executables again in function orders of its own (lld --shuffle-sections, seeds 2r+1 base and 2r+2 head); 16 relinks, median 1.2 s, 20 s in all".into()),
     };
     r.outcome = Results::decide_all(&r.benches, &r.failures, Some(&e2e));
     r.e2e = Some(e2e);
