@@ -33,9 +33,15 @@ Before the first step: the base revision given (--rev, the same for every case) 
 pinned engine (git diff of its `engine/` against ENGINE_COMMIT). Every side of every step is
 built from that revision (plus the case's patch), so what `engine/` is at HEAD does not matter.
 
+Another corpus (`--corpus DIR`: its patches and reach.json, e.g. ../corpus-fresh) keeps its
+results apart (`--results DIR`, with its own hosts.json). `--placement N` measures every truth
+averaged over N function orders per side (ground_truth.py --placement), the quantity a gate with
+`placement.sample` estimates (harness/STATS.md §17).
+
 Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
       [--steps truth,truth-sampling,truth-t2,quiet,one-core] CASE...     (or --all: every case of reach.json)
+      [--corpus DIR --results DIR --placement N --config FILE]
 Standard library only. Every child process has a deadline.
 """
 
@@ -185,6 +191,7 @@ def step(name, case, cmd, done, partial=()):
 
 
 def main():
+    global HERE, RESULTS, HOSTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", nargs="*")
     ap.add_argument("--all", action="store_true", help="every case of reach.json, in its order")
@@ -198,7 +205,15 @@ def main():
     ap.add_argument("--steps", default="truth,truth-sampling,truth-t2,quiet,one-core",
                     help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps' "
                          "methods passed their A/A, README.md step 2)")
+    ap.add_argument("--corpus", type=Path, default=HERE,
+                    help="the corpus: its NAME.patch files and reach.json (default: this one)")
+    ap.add_argument("--results", type=Path, default=RESULTS,
+                    help="where its results go (default: ../results/corpus)")
+    ap.add_argument("--placement", type=int, default=0, metavar="N",
+                    help="truths averaged over N function orders per side (0: cargo's link)")
     a = ap.parse_args()
+    HERE, RESULTS = a.corpus.resolve(), a.results.resolve()
+    HOSTS = RESULTS / "hosts.json"
     reach = json.loads((HERE / "reach.json").read_text())
     cases = list(reach) if a.all else a.cases
     for c in cases:
@@ -221,6 +236,7 @@ def main():
             cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
                    "--rev", a.rev, "--rounds", "12", "--measurement", "1.0",
                    "--targets", ",".join(targets), "--out", str(RESULTS / "ground-truth")]
+            cmd += ["--placement", str(a.placement)] if a.placement else []
             cmd += ["--filter", filt] if filt else []
             cmd += ["--e2e"] if e2e else []
             step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
@@ -233,6 +249,7 @@ def main():
                        "--rev", a.rev, "--processes", "10", "--paired", "--rounds", "12",
                        "--warm-up", "0.2", "--measurement", "0.3", "--targets", target,
                        "--filter", filt, "--out", str(out)]
+                cmd += ["--placement", str(a.placement)] if a.placement else []
                 step(name, c, cmd, out / c / "ground-truth.json")
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
