@@ -1,8 +1,9 @@
 //! End to end on a throwaway repository: a tiny crate with three criterion benches and commits
 //! where one bench gets 2× slower, one 2× faster, one stays the same, plus a commit that does not
 //! compile. Runs the real `harness` binary (real worktree slots, real cargo builds, real
-//! criterion runs) and checks statuses, exit codes under each `--fail-on` policy, calibration,
-//! and that the repository is left exactly as it was (no worktree, no branch, clean status).
+//! criterion runs, each round's executables relinked in a function order of its own) and checks
+//! statuses, exit codes under each `--fail-on` policy, calibration, and that the repository is
+//! left exactly as it was (no worktree, no branch, clean status).
 //! Then the pre-push hook on the same repository, with the real `git push` to a local bare
 //! remote: the installed hook runs the real `harness compare --suite quick`; it blocks the push
 //! of a 2× regression (the remote keeps its commit) and lets an unchanged commit through;
@@ -323,6 +324,14 @@ fn compare_end_to_end_on_a_throwaway_repository() {
             .all(|s| s.sampling_mode == "paired"),
         "{:?}",
         slow.base
+    );
+    // Every round ran both sides relinked in function orders of its own (placement.sample's
+    // default), through the recipes the slots' linker wrapper kept: one relink per side and
+    // round at least, none failed.
+    let placed = r.method.placement.as_deref().unwrap_or_default();
+    assert!(
+        placed.starts_with("sampled") && placed.contains("relinks") && !placed.contains("stopped"),
+        "{placed}"
     );
     // Instructions per iteration beside the times, from callgrind: the slow bench does twice
     // the multiply-adds, the unchanged one the same to well under 0.1 %.
