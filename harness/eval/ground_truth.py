@@ -22,7 +22,8 @@ With `--placement N`, each side's bench executables are also linked in N functio
 (noise/relink.sh: lld's --shuffle-sections, nothing recompiled; seeds 1001, 1003, … for the base
 and 1002, 1004, … for the case, apart from any seed the gate draws) and round r runs order
 r mod N of each side: the truth of the change averaged over code placement, the quantity the gate
-estimates with `placement.sample` (harness/STATS.md §17). Without it, the truth of the two links
+estimates with `placement.sample` (harness/STATS.md §17); with `--e2e`, the engine binaries too
+(round r of noise/e2e_ground_truth.py runs order r mod N). Without it, the truth of the two links
 cargo made, placement included.
 
 With `--e2e`, also the tiny model's CPU e2e speed rows (decode step and prefill per golden
@@ -202,7 +203,7 @@ def relinked(tree, target_dir, targets, seeds, out):
     env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
     run([str(REPO / "harness" / "eval" / "noise" / "relink.sh"), str(tree), str(out),
          ",".join(map(str, seeds))] + list(targets), env=env, timeout=BUILD_TIMEOUT_S)
-    paths = {t: [out / f"{t}-s{s}" for s in seeds] for t in targets}
+    paths = {t: [out / f"{t.removeprefix('bin:')}-s{s}" for s in seeds] for t in targets}
     missing = [str(p) for ps in paths.values() for p in ps if not p.is_file()]
     if missing:
         raise SystemExit(f"error: relink.sh left no {missing[0]}")
@@ -226,7 +227,8 @@ def e2e_rows(engines, tmp, rounds, requests):
     pinned to one CPU), in the decoding thread's CPU time, the clock the gate uses for these rows
     (harness/STATS.md §16). Wall-time estimates kept beside."""
     model = tmp / "tiny-seed0"
-    run([engines["base"], "tiny", "--seed", "0", "--out", str(model)])
+    # A side's engines may be several orders of one build, comma-separated (--placement).
+    run([engines["base"].split(",")[0], "tiny", "--seed", "0", "--out", str(model)])
     rows = {}
     for golden in sorted((REPO / "goldens" / "tiny").glob("*.json")):
         g = json.loads(golden.read_text())
@@ -338,8 +340,18 @@ def main():
                 log(f"linking {side} in {a.placement} function orders")
                 orders[side] = relinked(tree, cache / f"target-{side}", targets,
                                         placement_seeds(side, a.placement), tmp / f"orders-{side}")
+        if a.placement and a.e2e:
+            for side, tree in sides.items():
+                log(f"linking {side}'s engine in {a.placement} function orders")
+                paths = relinked(tree, cache / f"target-{side}", ["bin:engine"],
+                                 placement_seeds(side, a.placement), tmp / f"engines-{side}")
+                engines[side] = ",".join(map(str, paths["bin:engine"]))
         if a.aa:
             exes["case"], engines["case"] = exes.get("base"), engines.get("base")
+            if a.placement and a.e2e:
+                paths = relinked(sides["base"], cache / "target-base", ["bin:engine"],
+                                 placement_seeds("case", a.placement), tmp / "engines-case")
+                engines["case"] = ",".join(map(str, paths["bin:engine"]))
             if a.placement and targets:
                 # The base's code in the case's seeds: an A/A of placement alone.
                 log(f"linking the base in the case's {a.placement} function orders")

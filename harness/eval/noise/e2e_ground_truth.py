@@ -63,10 +63,18 @@ def hodges_lehmann(xs, z=1.959964):
     return est, walsh[k], walsh[m - 1 - k]
 
 
+def engine_of(engines, r):
+    """Round r's engine of a side given as one path or comma-separated orders of one build."""
+    paths = engines.split(",")
+    return paths[r % len(paths)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base", required=True)
-    ap.add_argument("--head", required=True)
+    ap.add_argument("--base", required=True,
+                    help="the base engine, or several separated by commas (the same code linked "
+                         "in other function orders, relink.sh): round r runs the (r mod N)th")
+    ap.add_argument("--head", required=True, help="the same for the changed engine")
     ap.add_argument("--model", required=True)
     ap.add_argument("--prompt-ids", required=True)
     ap.add_argument("--tokens", type=int, default=32)
@@ -80,7 +88,7 @@ def main():
     step, prefill, cpu_step, cpu_prefill, raw = [], [], [], [], []
     for r in range(a.rounds):
         order = ["base", "head"] if r % 2 == 0 else ["head", "base"]
-        procs = {s: start(getattr(a, s), args, a.cpu) for s in order}
+        procs = {s: start(engine_of(getattr(a, s), r), args, a.cpu) for s in order}
         got = {"base": [], "head": []}
         last = None
         for i in range(a.requests):

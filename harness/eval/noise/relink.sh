@@ -5,6 +5,8 @@
 #   CARGO_TARGET_DIR to reuse an earlier build of REV)
 #   relink.sh TREE OUT_DIR SEEDS BENCH... (TREE a directory: a prepared source tree, e.g. with a
 #   corpus patch applied, used as it is; ground_truth.py --placement)
+#   A BENCH written `bin:NAME` is the engine package's binary NAME, release profile (the
+#   `engine` the e2e checks run), linked the same way into OUT/NAME-sN.
 #
 # Per bench target: `cargo bench --no-run` at REV (a throwaway `git clone --shared`), then
 # `cargo rustc` of the bench crate alone with `-C save-temps --print link-args`, which keeps its
@@ -32,9 +34,16 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
 mkdir -p "$out"
 cd "$src"
 for b in "$@"; do
-  timeout 3600 cargo bench --no-run -q -p engine --bench "$b"
-  timeout 1800 cargo rustc -q --profile bench -p engine --bench "$b" -- -C save-temps \
-    --print link-args > "$work/link-$b.txt"
+  if [[ $b == bin:* ]]; then
+    b=${b#bin:}
+    timeout 3600 cargo build --release -q -p engine --bin "$b"
+    timeout 1800 cargo rustc -q --release -p engine --bin "$b" -- -C save-temps \
+      --print link-args > "$work/link-$b.txt"
+  else
+    timeout 3600 cargo bench --no-run -q -p engine --bench "$b"
+    timeout 1800 cargo rustc -q --profile bench -p engine --bench "$b" -- -C save-temps \
+      --print link-args > "$work/link-$b.txt"
+  fi
   exe=$(grep -o '"-o" "[^"]*"' "$work/link-$b.txt" | sed 's/"-o" //; s/"//g')
   [ -n "$exe" ] || { echo "error: no -o in the link command of $b" >&2; exit 1; }
   grep -q -- '-fuse-ld=lld' "$work/link-$b.txt" ||
