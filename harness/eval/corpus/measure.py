@@ -47,6 +47,7 @@ Standard library only. Every child process has a deadline.
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -190,6 +191,37 @@ def step(name, case, cmd, done, partial=()):
     record_host(case, name, host_cpu(), host_cpu_id())
 
 
+TEST_TARGET = Path.home() / ".cache" / "decoder-gate" / "corpus-tests-target"
+
+
+def test_case(case, rev, out):
+    """Step `test`: `cargo test -p engine --release` with the case's patch on `rev`, in a
+    throwaway clone (a target dir shared by every case, so only the engine builds again). The
+    record (`out`, exit and last lines) is written either way; whether it passed."""
+    import tempfile
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="corpus-test-") as tmp:
+        src = Path(tmp) / "src"
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(REPO), str(src)],
+                       check=True, timeout=600)
+        subprocess.run(["git", "-C", str(src), "checkout", "-q", "--detach", rev], check=True,
+                       timeout=600)
+        subprocess.run(["git", "-C", str(src), "apply", str(HERE / f"{case}.patch")],
+                       check=True, timeout=60)
+        try:
+            p = subprocess.run(["cargo", "test", "-q", "--release", "-p", "engine"], cwd=src,
+                               env={**os.environ, "CARGO_TARGET_DIR": str(TEST_TARGET)},
+                               capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+            code, text = p.returncode, p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            code, text = 124, f"timed out after {STEP_TIMEOUT_S} s"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"case": case, "rev": rev, "exit": code,
+                               "wall_s": round(time.time() - started, 1),
+                               "tail": text.splitlines()[-40:]}, indent=1) + "\n")
+    return code == 0
+
+
 def main():
     global HERE, RESULTS, HOSTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -203,8 +235,9 @@ def main():
                          "e.g. `git show 349aca8:harness.yaml` for the corpus's binary (it knows "
                          "no `placement:` key)")
     ap.add_argument("--steps", default="truth,truth-sampling,truth-t2,quiet,one-core",
-                    help="of truth, truth-sampling, truth-t2, quiet, one-core (the paired steps' "
-                         "methods passed their A/A, README.md step 2)")
+                    help="of test, truth, truth-sampling, truth-t2, quiet, one-core (the paired "
+                         "steps' methods passed their A/A, README.md step 2; `test`: cargo test "
+                         "with the patch first, a case that fails is not measured)")
     ap.add_argument("--corpus", type=Path, default=HERE,
                     help="the corpus: its NAME.patch files and reach.json (default: this one)")
     ap.add_argument("--results", type=Path, default=RESULTS,
@@ -232,6 +265,19 @@ def main():
                 "host like the first")
             continue
         filt, targets, e2e = plan(reach[c]["reach"])
+        if "test" in steps:
+            rec = RESULTS / "tests" / f"{c}.json"
+            if rec.exists():
+                passed = json.loads(rec.read_text())["exit"] == 0
+                log(f"{c} test: already there ({'passed' if passed else 'FAILED'})")
+            else:
+                log(f"{c} test: cargo test -p engine --release with the patch")
+                passed = test_case(c, a.rev, rec)
+                log(f"{c} test: {'passed' if passed else 'FAILED'} ({rec.relative_to(REPO)})")
+            if not passed:
+                log(f"{c}: its tests fail; no step measures it until the patch is fixed and "
+                    f"{rec.relative_to(REPO)} removed")
+                continue
         if "truth" in steps:
             cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
                    "--rev", a.rev, "--rounds", "12", "--measurement", "1.0",
