@@ -81,6 +81,7 @@ pub fn load_profile(
     choice: &ProfileChoice,
     cache_dir: &Path,
     host: &HostInfo,
+    placement_sampled: bool,
 ) -> anyhow::Result<Option<(NoiseProfile, PathBuf)>> {
     let path = match choice {
         ProfileChoice::Off => return Ok(None),
@@ -104,6 +105,21 @@ pub fn load_profile(
                 path.display(),
                 profile.fingerprint,
                 host.fingerprint
+            );
+        }
+        return Ok(None);
+    }
+    // A profile measures the noise of one way of measuring: with placement sampled or not.
+    if profile.placement_sampled != placement_sampled {
+        let (was, is) = match placement_sampled {
+            true => ("without", "samples"),
+            false => ("with", "does not sample"),
+        };
+        if matches!(choice, ProfileChoice::File(_)) {
+            bail!(
+                "calibration profile {} was calibrated {was} placement sampling, and this run {is} \
+                 it (placement.sample in harness.yaml); run `harness calibrate` again",
+                path.display()
             );
         }
         return Ok(None);

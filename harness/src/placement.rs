@@ -15,7 +15,8 @@
 //!   the target (`CARGO_TARGET_<TRIPLE>_LINKER`, [`cargo_env`]): a two-line script that runs
 //!   the harness binary as `harness __link ARGS…` ([`link_main`]). It runs the real linker with
 //!   the arguments unchanged (the executable is the same bytes as without it), then keeps a
-//!   **recipe** beside every executable it linked into a `deps` dir: the arguments, `PATH`, and
+//!   **recipe** beside every executable it linked into a `deps` dir: the arguments, `PATH`, the
+//!   working directory, and
 //!   hard links to the object files rustc deletes after linking (its codegen units, `*.rcgu.o`,
 //!   and its temporary directory `deps/rustcXXXXXX/`).
 //! - [`Recipe::of`] reads the recipe of a built executable (checked to be that link's: size and
@@ -93,16 +94,19 @@ pub fn wrapper(target_dir: &Path, worktree: &Path, harness: &Path) -> Option<Pat
     if !supported() || configured_linker(worktree).is_some() {
         return None;
     }
+    // Absolute: cargo resolves a relative linker path against its own directory, the worktree.
+    let target_dir = std::path::absolute(target_dir).ok()?;
     let path = target_dir.join(WRAPPER_NAME);
     let script = format!(
         "#!/bin/sh\n# Written by the regression gate (harness/src/placement.rs): links as the \
          real linker does and keeps a recipe to link again.\nexec {} {LINK_ARG} \"$@\"\n",
-        sh_quote(&harness.to_string_lossy())
+        // A path the script cannot spell exactly would break every link: no wrapper then.
+        sh_quote(harness.to_str()?)
     );
     if std::fs::read_to_string(&path).ok().as_deref() == Some(script.as_str()) {
         return Some(path);
     }
-    std::fs::create_dir_all(target_dir).ok()?;
+    std::fs::create_dir_all(&target_dir).ok()?;
     let tmp = target_dir.join(format!("{WRAPPER_NAME}.{}", std::process::id()));
     std::fs::write(&tmp, script).ok()?;
     #[cfg(unix)]
@@ -125,10 +129,22 @@ pub fn cargo_env(wrapper: &Path) -> Vec<(String, OsString)> {
     env
 }
 
-/// A cargo configuration file that names a linker, for the workspace at `dir` (cargo reads
-/// `.cargo/config{,.toml}` in `dir` and every directory above it, and in `$CARGO_HOME`). Read
-/// conservatively: any `linker =` line outside a comment counts.
-pub fn configured_linker(dir: &Path) -> Option<PathBuf> {
+/// Where a linker of the user's own is configured for the workspace at `dir`, if anywhere: a
+/// cargo configuration file (cargo reads `.cargo/config{,.toml}` in `dir` and every directory
+/// above it, and in `$CARGO_HOME`) or the rustflags variables (`-C linker=`). Read
+/// conservatively: any line of a configuration file that mentions `linker` outside a comment
+/// counts (a `[target.…]` table's key, a dotted key, an inline table, `-C linker` in
+/// `rustflags`), as does any rustflags variable that mentions it.
+pub fn configured_linker(dir: &Path) -> Option<String> {
+    for (var, value) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        let rustflags = var == "RUSTFLAGS"
+            || var == "CARGO_ENCODED_RUSTFLAGS"
+            || (var.starts_with("CARGO_") && var.ends_with("_RUSTFLAGS"));
+        if rustflags && value.to_string_lossy().contains("linker") {
+            return Some(format!("${var}"));
+        }
+    }
     let mut dirs: Vec<PathBuf> = dir.ancestors().map(|d| d.join(".cargo")).collect();
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
@@ -140,13 +156,11 @@ pub fn configured_linker(dir: &Path) -> Option<PathBuf> {
             let Ok(text) = std::fs::read_to_string(&f) else {
                 continue;
             };
-            let names_linker = text.lines().any(|l| {
-                let l = l.split('#').next().unwrap_or("").trim_start();
-                l.strip_prefix("linker")
-                    .is_some_and(|rest| rest.trim_start().starts_with('='))
-            });
+            let names_linker = text
+                .lines()
+                .any(|l| l.split('#').next().unwrap_or("").contains("linker"));
             if names_linker {
-                return Some(f);
+                return Some(f.display().to_string());
             }
         }
     }
@@ -244,6 +258,10 @@ pub struct Recipe {
     pub args: Vec<String>,
     /// `PATH` as rustc set it for the linker (its own `gcc-ld` first).
     pub path: String,
+    /// The directory the linker ran in: relative inputs (a build script's search path) resolve
+    /// against it.
+    #[serde(default)]
+    pub cwd: String,
     /// The executable's size and modification time just after this link: a recipe whose
     /// executable has been linked again since (outside the wrapper) is not used.
     pub exe_len: u64,
@@ -294,6 +312,10 @@ fn save_recipe(real: &OsStr, args: &[OsString], out: &Path, dir: &Path) -> Resul
             .to_string(),
         args: kept,
         path: std::env::var("PATH").unwrap_or_default(),
+        cwd: std::env::current_dir()
+            .ok()
+            .and_then(|d| d.to_str().map(str::to_string))
+            .unwrap_or_default(),
         exe_len: meta.len(),
         exe_mtime_ns: mtime_ns(&meta),
     };
@@ -393,6 +415,9 @@ impl Recipe {
             .arg("-o")
             .arg(out)
             .env("PATH", &self.path);
+        if !self.cwd.is_empty() {
+            cmd.current_dir(&self.cwd);
+        }
         if let Some(s) = seed {
             cmd.arg(format!("-Wl,--shuffle-sections=*={s}"))
                 .arg("-Wl,--strip-all");
@@ -420,7 +445,10 @@ impl Recipe {
                 log_tail: tail(),
             });
         }
-        Ok(())
+        // On disk before anything is timed: its pages are not written back during a benchmark.
+        std::fs::File::open(out)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| ProcessFailure::bare(format!("{what}: {e}")))
     }
 }
 
@@ -470,13 +498,19 @@ mod tests {
         std::fs::write(&cfg, "[build]\n# linker = \"mold\"\njobs = 2\n").unwrap();
         // CARGO_HOME/HOME of the test process may hold a config of their own: only the
         // workspace's file is asserted on.
-        assert_ne!(configured_linker(&ws), Some(cfg.clone()));
-        std::fs::write(
-            &cfg,
+        assert_ne!(configured_linker(&ws), Some(cfg.display().to_string()));
+        // CARGO_HOME/HOME's own config, or the test environment's rustflags, may name one:
+        // only the workspace's file is asserted on.
+        let ours = Some(cfg.display().to_string());
+        for text in [
             "[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n",
-        )
-        .unwrap();
-        assert_eq!(configured_linker(&ws), Some(cfg));
+            "target.x86_64-unknown-linux-gnu.linker = \"clang\"\n",
+            "[target]\nx86_64-unknown-linux-gnu = { linker = \"clang\" }\n",
+            "[build]\nrustflags = [\"-C\", \"linker=clang\"]\n",
+        ] {
+            std::fs::write(&cfg, text).unwrap();
+            assert_eq!(configured_linker(&ws), ours, "{text}");
+        }
     }
 
     #[test]

@@ -167,9 +167,23 @@ def ran(run_json):
     r = json.loads(run_json.read_text())
     refused = r.get("exit") == 2 and not any((r.get("stages_s") or {}).values())
     if refused:
-        log(f"{run_json.relative_to(REPO)}: the harness refused to run (exit 2, nothing built); "
+        log(f"{rel(run_json)}: the harness refused to run (exit 2, nothing built); "
             "measured again")
     return not refused
+
+
+def rel(p):
+    """`p` relative to the repository when it lies inside it (for log lines)."""
+    try:
+        return p.relative_to(REPO)
+    except ValueError:
+        return p
+
+
+def truth_placement(path):
+    """The --placement a saved truth was measured with (0: cargo's links)."""
+    rec = json.loads(path.read_text())
+    return (rec.get("placement") or {}).get("orders", 0)
 
 
 def step(name, case, cmd, done, partial=()):
@@ -177,10 +191,10 @@ def step(name, case, cmd, done, partial=()):
     left without a result, removed first (the step writes them again). Records the host the
     step ran on."""
     if done.exists():
-        log(f"{case} {name}: already there ({done.relative_to(REPO)})")
+        log(f"{case} {name}: already there ({rel(done)})")
         return
     for d in partial:
-        log(f"{case} {name}: removing {d.relative_to(REPO)}, left by an interrupted run")
+        log(f"{case} {name}: removing {rel(d)}, left by an interrupted run")
         shutil.rmtree(d)
     log(f"{case} {name}: {' '.join(cmd)}")
     started = time.time()
@@ -273,10 +287,10 @@ def main():
             else:
                 log(f"{c} test: cargo test -p engine --release with the patch")
                 passed = test_case(c, a.rev, rec)
-                log(f"{c} test: {'passed' if passed else 'FAILED'} ({rec.relative_to(REPO)})")
+                log(f"{c} test: {'passed' if passed else 'FAILED'} ({rel(rec)})")
             if not passed:
                 log(f"{c}: its tests fail; no step measures it until the patch is fixed and "
-                    f"{rec.relative_to(REPO)} removed")
+                    f"{rel(rec)} removed")
                 continue
         if "truth" in steps:
             cmd = [py, str(EVAL / "ground_truth.py"), "--cases-dir", str(HERE), "--case", c,
@@ -285,7 +299,11 @@ def main():
             cmd += ["--placement", str(a.placement)] if a.placement else []
             cmd += ["--filter", filt] if filt else []
             cmd += ["--e2e"] if e2e else []
-            step("truth", c, cmd, RESULTS / "ground-truth" / c / "ground-truth.json")
+            done = RESULTS / "ground-truth" / c / "ground-truth.json"
+            if done.exists() and truth_placement(done) != a.placement:
+                raise SystemExit(f"error: {rel(done)} was measured with --placement "
+                                 f"{truth_placement(done)}, this run asks for {a.placement}")
+            step("truth", c, cmd, done)
         for name, rows, target in (("truth-sampling", SAMPLING_ROWS, "sampling"),
                                    ("truth-t2", T2_ROWS, "matmul")):
             filt = rows_filter(reach[c]["reach"], rows)

@@ -142,10 +142,13 @@ pub fn calibrate(
             },
         };
         let mut collected = Collected::default();
+        // Each trial its own round numbers, so that with placement sampled every trial draws
+        // function orders of its own (seeds follow the round): the profile then holds the
+        // spread of placement, not one draw of it repeated.
         run_rounds(
             &mut m,
             &plan,
-            0,
+            t * rounds,
             rounds,
             false,
             &mut collected,
@@ -162,7 +165,8 @@ pub fn calibrate(
         all_trials.push(inputs_from(&collected));
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    let profile = NoiseProfile::from_aa_trials(&host.fingerprint, now_unix(), &all_trials);
+    let mut profile = NoiseProfile::from_aa_trials(&host.fingerprint, now_unix(), &all_trials);
+    profile.placement_sampled = opts.config.placement.samples_in(&opts.suite);
     let path = profile_path(&opts.cache_dir, &host.fingerprint);
     std::fs::create_dir_all(path.parent().expect("has parent"))
         .with_context(|| format!("cannot create {}", path.display()))?;

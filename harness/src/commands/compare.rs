@@ -217,7 +217,12 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         bail!("--rounds {rounds}: at least 2 rounds are needed for a paired interval");
     }
     let host = host::collect();
-    let profile = load_profile(&opts.profile, &opts.cache_dir, &host)?;
+    let profile = load_profile(
+        &opts.profile,
+        &opts.cache_dir,
+        &host,
+        opts.config.placement.samples_in(&opts.suite),
+    )?;
     std::fs::create_dir_all(&opts.cache_dir)
         .with_context(|| format!("cannot create cache dir {}", opts.cache_dir.display()))?;
 

@@ -808,6 +808,11 @@ impl Measurer for E2eMeasurer<'_> {
         }
     }
 
+    /// Both engines relinked for the round before it starts (not between two timed decodes).
+    fn begin_round(&mut self, round: u32, _targets: &[&str]) {
+        self.round_tools(&Side::BOTH, round);
+    }
+
     fn measure_pair(
         &mut self,
         target: &str,

@@ -6,9 +6,12 @@
 //! afresh and apart from each other (an A/A run too: its two sides are the same code in two
 //! orders). A round's difference then holds the placement effect as one more source of spread,
 //! and the interval over rounds covers it, where one link per side would turn it into a bias the
-//! rounds cannot see. The seeds are fixed, so a run can be repeated exactly. A relink lives for
-//! its round: the previous round's is removed when the next is made, so a run holds one
-//! executable per side and target at a time (about 6 MB stripped for this repository's benches).
+//! rounds cannot see. The seeds are fixed, so a run can be repeated exactly. The rounds make a
+//! round's relinks before it measures anything (`Measurer::begin_round`; a relink is lld on
+//! every CPU and a file synced to disk, not something to fall between two timed benchmarks), both
+//! sides of a target together. A relink lives for its round: the previous round's is removed when
+//! the next is made, so a run holds one executable per side and target at a time (about 6 MB
+//! stripped for this repository's benches, 0.2 s to link on the 2-vCPU VM).
 //!
 //! Both sides of a round are always measured the same way: if either side's relink fails, the
 //! round measures both sides' built executables, and sampling stops for the rest of the run with
@@ -246,6 +249,115 @@ mod tests {
             p.describe().contains("placement.sample is false"),
             "{}",
             p.describe()
+        );
+    }
+
+    /// A built executable with a recipe whose "linker" is `sh -c SCRIPT` (SCRIPT sees the
+    /// relink's `-o OUT` as `$3 $4`): `cp` makes a working relink, `exit 1` a failing one.
+    fn fake_build(dir: &Path, name: &str, script: &str) -> PathBuf {
+        let deps = dir.join("deps");
+        std::fs::create_dir_all(deps.join(format!("{name}.placement"))).unwrap();
+        let exe = deps.join(name);
+        std::fs::write(&exe, name.as_bytes()).unwrap();
+        let meta = std::fs::metadata(&exe).unwrap();
+        let mtime = meta
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128;
+        let recipe = serde_json::json!({
+            "program": "sh",
+            "args": ["-c", script, "sh", exe.to_str().unwrap(), "-fuse-ld=lld"],
+            "path": std::env::var("PATH").unwrap_or_default(),
+            "exe_len": meta.len(),
+            "exe_mtime_ns": mtime,
+        });
+        std::fs::write(
+            deps.join(format!("{name}.placement/recipe.json")),
+            recipe.to_string(),
+        )
+        .unwrap();
+        exe
+    }
+
+    #[test]
+    fn rounds_run_relinks_made_once_per_round_and_removed_with_the_next() {
+        if !crate::placement::supported() {
+            return;
+        }
+        let dir = tempfile::TempDir::new().unwrap();
+        let base = fake_build(&dir.path().join("b"), "k-01", r#"cp "$1" "$4""#);
+        let head = fake_build(&dir.path().join("h"), "k-01", r#"cp "$1" "$4""#);
+        let relinks = dir.path().join("relinks");
+        let mut p = Placement::sample(
+            [base.as_path(), head.as_path()],
+            &relinks,
+            Duration::from_secs(60),
+        );
+        assert!(p.sampling(), "{}", p.describe());
+        let sides = [(Side::Base, base.as_path()), (Side::Head, head.as_path())];
+        let r0 = p.exes("kernels", &sides, 0);
+        assert_eq!(
+            r0,
+            [
+                relinks.join("base-kernels-s1"),
+                relinks.join("head-kernels-s2")
+            ]
+        );
+        assert_eq!(
+            std::fs::read(&r0[1]).unwrap(),
+            b"k-01",
+            "the head's own recipe"
+        );
+        // Asked again in the same round (the other side, or the next benchmark): no new link.
+        assert_eq!(p.exes("kernels", &sides[1..], 0), [r0[1].clone()]);
+        let r3 = p.exes("kernels", &sides, 3);
+        assert_eq!(
+            r3,
+            [
+                relinks.join("base-kernels-s7"),
+                relinks.join("head-kernels-s8")
+            ]
+        );
+        assert!(
+            !r0[0].exists() && !r0[1].exists(),
+            "round 0's relinks outlived it"
+        );
+        assert!(p.describe().contains("4 relinks"), "{}", p.describe());
+        drop(p);
+        assert!(!r3[0].exists(), "the run's last relinks outlived it");
+    }
+
+    #[test]
+    fn a_failed_relink_measures_both_sides_as_built_from_then_on() {
+        if !crate::placement::supported() {
+            return;
+        }
+        let dir = tempfile::TempDir::new().unwrap();
+        let base = fake_build(&dir.path().join("b"), "k-01", r#"cp "$1" "$4""#);
+        let head = fake_build(
+            &dir.path().join("h"),
+            "k-01",
+            "echo no space left >&2; exit 1",
+        );
+        let relinks = dir.path().join("relinks");
+        let mut p = Placement::sample(
+            [base.as_path(), head.as_path()],
+            &relinks,
+            Duration::from_secs(60),
+        );
+        let sides = [(Side::Base, base.as_path()), (Side::Head, head.as_path())];
+        // The base's relink succeeded before the head's failed: both sides run as built, and the
+        // base's relink is gone.
+        assert_eq!(p.exes("kernels", &sides, 2), [base.clone(), head.clone()]);
+        assert!(!relinks.join("base-kernels-s5").exists());
+        assert!(!p.sampling());
+        assert_eq!(p.exes("kernels", &sides[..1], 3), std::slice::from_ref(&base));
+        let d = p.describe();
+        assert!(
+            d.contains("stopped in round 3") && d.contains("no space left"),
+            "{d}"
         );
     }
 

@@ -22,7 +22,7 @@
 //! scripted timings.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::criterion::{Measured, read_run, run_criterion};
@@ -84,6 +84,9 @@ pub trait Measurer {
             },
         ))
     }
+    /// Called before round `round` measures anything, with the targets it will run: work that
+    /// must not fall between two timed benchmarks goes here (relinking for placement).
+    fn begin_round(&mut self, _round: u32, _targets: &[&str]) {}
 }
 
 /// The real measurer: runs criterion executables with the round's short settings.
@@ -119,6 +122,23 @@ impl CriterionMeasurer {
             Side::Base => &self.base,
             Side::Head => &self.head,
         }
+    }
+
+    /// `side`'s executable of `target` in round `round`, with the other side's relinked for
+    /// the round at the same time: both sides of a round are relinks or both are cargo's builds
+    /// (`Placement::exes` falls back for all it is given), also when each side runs alone.
+    fn round_exe(&mut self, target: &str, side: Side, built: &Path, round: u32) -> PathBuf {
+        let mut sides: Vec<(Side, PathBuf)> = Side::BOTH
+            .iter()
+            .filter_map(|s| Some((*s, self.exes(*s).by_target.get(target)?.clone())))
+            .collect();
+        if !sides.iter().any(|(s, _)| *s == side) {
+            sides.push((side, built.to_path_buf()));
+        }
+        let pairs: Vec<(Side, &Path)> = sides.iter().map(|(s, p)| (*s, p.as_path())).collect();
+        let run = self.placement.exes(target, &pairs, round);
+        let i = sides.iter().position(|(s, _)| *s == side).expect("added");
+        run[i].clone()
     }
 }
 
@@ -156,6 +176,19 @@ impl Measurer for CriterionMeasurer {
         };
         self.serves.insert((side, target.to_string()), r.clone());
         r
+    }
+
+    /// Every target's relinks for the round, made before it starts (a relink is lld on every
+    /// CPU and a file written out: not between two timed benchmarks).
+    fn begin_round(&mut self, round: u32, targets: &[&str]) {
+        for target in targets {
+            let built = Side::BOTH
+                .iter()
+                .find_map(|s| Some((*s, self.exes(*s).by_target.get(*target)?.clone())));
+            if let Some((side, built)) = built {
+                self.round_exe(target, side, &built, round);
+            }
+        }
     }
 
     fn measure_pair(
@@ -221,9 +254,8 @@ impl Measurer for CriterionMeasurer {
                 message: format!("{} has no bench target {target:?}", side.name()),
                 log_tail: Vec::new(),
             })?;
-        let exe = &self
-            .placement
-            .exes(target, &[(side, built.as_path())], round)[0];
+        let exe = self.round_exe(target, side, &built, round);
+        let exe = exe.as_path();
         let home = self
             .work_dir
             .join(format!("r{round:03}-{}-{target}", side.name()));
@@ -379,6 +411,13 @@ pub fn run_rounds(
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
+        let mut targets: Vec<&str> = Vec::new();
+        for (u, _) in &units {
+            if !targets.contains(&u.plan.target.as_str()) {
+                targets.push(&u.plan.target);
+            }
+        }
+        m.begin_round(r, &targets);
         let load_avg = host::load_avg();
         let order = round_order(r);
         for (unit, paired) in &units {

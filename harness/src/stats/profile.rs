@@ -25,6 +25,11 @@ pub struct NoiseProfile {
     pub trials: u32,
     /// Paired rounds per trial (the most any benchmark had).
     pub rounds_per_trial: u32,
+    /// Whether the trials sampled code placement (harness/STATS.md §17): a profile without it
+    /// holds no placement spread and would set too tight a threshold for a run that samples
+    /// it (false in profiles written before placement was sampled).
+    #[serde(default)]
+    pub placement_sampled: bool,
     pub benches: BTreeMap<String, BenchNoise>,
 }
 
@@ -117,6 +122,7 @@ impl NoiseProfile {
             created_unix_s,
             trials: trials.len() as u32,
             rounds_per_trial: rounds_per_trial as u32,
+            placement_sampled: false,
             benches,
         }
     }
