@@ -1,0 +1,30 @@
+#!/bin/bash
+# Every step of the fresh corpus's procedure (README.md), in order, each resumable: the 20 cases
+# (test, truths over 12 function orders, quiet, one-core), then the 20 + 20 A/A runs, then the
+# quick runs of the first five cases. Rerun it after a stop: finished steps are skipped.
+#
+#   harness/eval/corpus-fresh/measure-all.sh HARNESS
+#
+# HARNESS: a release build of the harness, copied out of target/ so that no build replaces it
+# mid-run (the corpus is measured with one binary: say which commit in the session's note).
+# The gate's cache: $HARNESS_CACHE_DIR, default ~/.cache/decoder-gate/placement-cache (slots
+# built through the placement linker wrapper; the first run on a new VM builds them cold).
+set -euo pipefail
+[ $# -eq 1 ] && [ -x "$1" ] || { echo "usage: measure-all.sh HARNESS (an executable)" >&2; exit 2; }
+H=$(realpath "$1")
+cd "$(dirname "$0")/../../.."
+R=08486bac6c3d14acb1deffda6b7b49c9625c4c26
+OUT=harness/eval/results/corpus-fresh
+export HARNESS_CACHE_DIR=${HARNESS_CACHE_DIR:-$HOME/.cache/decoder-gate/placement-cache}
+python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --results "$OUT" \
+  --placement 12 --steps test,truth,truth-sampling,truth-t2,quiet,one-core \
+  --rev "$R" --harness "$H" --all
+for load in none one-core; do
+  python3 harness/eval/evaluate.py aa --rev "$R" --harness "$H" --suite full --runs 20 \
+    --load "$load" --out-dir "$OUT/aa"
+done
+for c in $(python3 -c "import json; print(' '.join(list(json.load(open('harness/eval/corpus-fresh/reach.json')))[:5]))"); do
+  [ -n "$(ls "$OUT/quick/$c"/run-*/run.json 2>/dev/null)" ] && continue
+  python3 harness/eval/gate_cases.py run --harness "$H" --cases-dir harness/eval/corpus-fresh \
+    --config harness.yaml --rev "$R" --case "$c:quick" --load none --out "$OUT/quick"
+done
