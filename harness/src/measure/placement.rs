@@ -353,7 +353,10 @@ mod tests {
         assert_eq!(p.exes("kernels", &sides, 2), [base.clone(), head.clone()]);
         assert!(!relinks.join("base-kernels-s5").exists());
         assert!(!p.sampling());
-        assert_eq!(p.exes("kernels", &sides[..1], 3), std::slice::from_ref(&base));
+        assert_eq!(
+            p.exes("kernels", &sides[..1], 3),
+            std::slice::from_ref(&base)
+        );
         let d = p.describe();
         assert!(
             d.contains("stopped in round 3") && d.contains("no space left"),
