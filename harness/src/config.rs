@@ -680,26 +680,20 @@ impl Config {
             ));
         }
         check_criterion(&self.criterion, "criterion").map_err(|(k, m)| bad(&k, m))?;
-        for name in self.instructions.suites.iter().flatten() {
-            if !self.suites.contains_key(name) {
-                return Err(bad(
-                    "instructions.suites",
-                    format!(
-                        "no suite named {name:?} (suites: {})",
-                        self.suite_names().join(", ")
-                    ),
-                ));
-            }
-        }
-        for name in self.placement.suites.iter().flatten() {
-            if !self.suites.contains_key(name) {
-                return Err(bad(
-                    "placement.suites",
-                    format!(
-                        "no suite named {name:?} (suites: {})",
-                        self.suite_names().join(", ")
-                    ),
-                ));
+        for (key, names) in [
+            ("instructions.suites", &self.instructions.suites),
+            ("placement.suites", &self.placement.suites),
+        ] {
+            for name in names.iter().flatten() {
+                if !self.suites.contains_key(name) {
+                    return Err(bad(
+                        key,
+                        format!(
+                            "no suite named {name:?} (suites: {})",
+                            self.suite_names().join(", ")
+                        ),
+                    ));
+                }
             }
         }
         for (i, re) in self.affinity.multi_threaded.iter().enumerate() {

@@ -131,15 +131,12 @@ pub fn calibrate(
             deadline: opts.config.deadlines.bench(),
             // A profile calibrated as the suite's runs measure: with placement sampled, its
             // thresholds hold the spread of function orders too.
-            placement: if opts.config.placement.samples_in(&opts.suite) {
-                crate::measure::Placement::sample(
-                    exes.by_target.values().map(std::path::PathBuf::as_path),
-                    &work_dir.join("placement"),
-                    opts.config.deadlines.build(),
-                )
-            } else {
-                crate::measure::Placement::off("placement.sample is off")
-            },
+            placement: crate::measure::Placement::new(
+                opts.config.placement.samples_in(&opts.suite),
+                exes.by_target.values().map(std::path::PathBuf::as_path),
+                &work_dir.join("placement"),
+                opts.config.deadlines.build(),
+            ),
         };
         let mut collected = Collected::default();
         // Each trial its own round numbers, so that with placement sampled every trial draws

@@ -357,17 +357,12 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             // `--base-engine`/`--head-engine` was not linked by the harness and has no recipe,
             // which the description then says.
             let placement = match (&b.tools, &h.tools) {
-                (Some(bt), Some(ht)) if opts.config.placement.samples_in(&opts.suite) => {
-                    Placement::sample(
-                        [bt.engine.as_path(), ht.engine.as_path()],
-                        &work.join("placement"),
-                        opts.config.deadlines.build(),
-                    )
-                }
-                (Some(_), Some(_)) => Placement::off(format!(
-                    "placement.sample is off for the {} suite in harness.yaml",
-                    opts.suite
-                )),
+                (Some(bt), Some(ht)) => Placement::new(
+                    opts.config.placement.samples_in(&opts.suite),
+                    [bt.engine.as_path(), ht.engine.as_path()],
+                    &work.join("placement"),
+                    opts.config.deadlines.build(),
+                ),
                 _ => Placement::off("a side has no engine binary"),
             };
             let r = e2e::run_compare(
@@ -549,22 +544,16 @@ fn measure_benches(
     };
     let work_dir = opts.cache_dir.join("runs").join("current");
     let _ = std::fs::remove_dir_all(&work_dir);
-    let placement = if opts.config.placement.samples_in(&opts.suite) {
-        Placement::sample(
-            base_exes
-                .by_target
-                .values()
-                .chain(head_exes.by_target.values())
-                .map(PathBuf::as_path),
-            &work_dir.join("placement"),
-            opts.config.deadlines.build(),
-        )
-    } else {
-        Placement::off(format!(
-            "placement.sample is off for the {} suite in harness.yaml",
-            opts.suite
-        ))
-    };
+    let placement = Placement::new(
+        opts.config.placement.samples_in(&opts.suite),
+        base_exes
+            .by_target
+            .values()
+            .chain(head_exes.by_target.values())
+            .map(PathBuf::as_path),
+        &work_dir.join("placement"),
+        opts.config.deadlines.build(),
+    );
     let mut m = CriterionMeasurer {
         base: base_exes,
         head: head_exes,

@@ -454,15 +454,12 @@ fn measure(args: &Args, progress: &dyn Progress) -> anyhow::Result<NoiseRun> {
             affinity: Affinity::from_config(&s.affinity),
             deadline: config.deadlines.bench(),
             // Both sides are the one build: an A/A of two function orders per round.
-            placement: if s.placement {
-                Placement::sample(
-                    exes.by_target.values().map(PathBuf::as_path),
-                    &work_dir.join(format!("placement-{i}")),
-                    config.deadlines.build(),
-                )
-            } else {
-                Placement::off("placement.sample is off")
-            },
+            placement: Placement::new(
+                s.placement,
+                exes.by_target.values().map(PathBuf::as_path),
+                &work_dir.join(format!("placement-{i}")),
+                config.deadlines.build(),
+            ),
         })
         .collect();
     let n = setups.len();

@@ -60,6 +60,21 @@ impl Placement {
         }
     }
 
+    /// Sampling when `sample` (`placement.sample` for the run's suite, or a noise setup's), else
+    /// off saying so.
+    pub fn new<'a>(
+        sample: bool,
+        exes: impl IntoIterator<Item = &'a Path>,
+        dir: &Path,
+        deadline: Duration,
+    ) -> Placement {
+        if sample {
+            Placement::sample(exes, dir, deadline)
+        } else {
+            Placement::off("placement.sample is off")
+        }
+    }
+
     /// Sampling for `exes` (both sides' built executables), relinking into `dir` within
     /// `deadline` per link; off, with the first reason, when any executable has no usable recipe.
     pub fn sample<'a>(
