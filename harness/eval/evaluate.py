@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import hold
 import hostkind
 import procs
 import saved
@@ -576,6 +577,7 @@ def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none
     Returns the trial record, or None when skipped."""
     if (trial_dir / "trial.json").is_file():
         return None
+    hold.wait_while_held(log, f"[{kind}] {trial_dir.name}")
     tmp = trial_dir.with_name(trial_dir.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)

@@ -47,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 
+import hold
 import procs
 import saved
 
@@ -111,6 +112,7 @@ def run_cases(a):
         out = Path(a.out) / name
         k = 1 + sum(1 for p in out.glob("run-*") if p.is_dir()) if out.is_dir() else 1
         dest = out / f"run-{k:03d}"
+        hold.wait_while_held(log, f"{name} {suite}")
         cmd = [str(Path(a.harness).resolve()), "compare", "--repo", str(work),
                "--config", str(Path(a.config).resolve()),
                "--suite", suite, "--base", rev, "--head", f"case/{name}", "--format", "json",

@@ -42,7 +42,8 @@ Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
       [--steps truth,truth-sampling,truth-t2,quiet,one-core] CASE...     (or --all: every case of reach.json)
       [--corpus DIR --results DIR --placement N --config FILE]
-Standard library only. Every child process has a deadline.
+A step waits to start while the hold file exists (hold.py: a pause asked for from outside,
+between steps, never within one). Standard library only. Every child process has a deadline.
 """
 
 import argparse
@@ -59,6 +60,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EVAL = REPO / "harness" / "eval"
 sys.path.insert(0, str(EVAL))
+import hold  # noqa: E402
 import hostkind  # noqa: E402
 import saved  # noqa: E402
 
@@ -193,6 +195,7 @@ def step(name, case, cmd, done, partial=()):
     if done.exists():
         log(f"{case} {name}: already there ({rel(done)})")
         return
+    hold.wait_while_held(log, f"{case} {name}")
     for d in partial:
         log(f"{case} {name}: removing {rel(d)}, left by an interrupted run")
         shutil.rmtree(d)
@@ -285,6 +288,7 @@ def main():
                 passed = json.loads(rec.read_text())["exit"] == 0
                 log(f"{c} test: already there ({'passed' if passed else 'FAILED'})")
             else:
+                hold.wait_while_held(log, f"{c} test")
                 log(f"{c} test: cargo test -p engine --release with the patch")
                 passed = test_case(c, a.rev, rec)
                 log(f"{c} test: {'passed' if passed else 'FAILED'} ({rel(rec)})")
