@@ -126,3 +126,53 @@ pub fn load_profile(
     }
     Ok(Some((profile, path)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A profile of this host saved where `auto` looks, sampled or not.
+    fn saved(dir: &Path, host: &HostInfo, sampled: bool) -> PathBuf {
+        let mut p = NoiseProfile::from_aa_trials(&host.fingerprint, 0.0, &[]);
+        p.placement_sampled = sampled;
+        let path = profile_path(dir, &host.fingerprint);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, p.to_json()).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_profile_is_used_only_by_runs_that_measure_placement_as_it_was_calibrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = HostInfo {
+            fingerprint: "fp".into(),
+            ..HostInfo::default()
+        };
+        for calibrated in [true, false] {
+            let path = saved(dir.path(), &host, calibrated);
+            let file = ProfileChoice::File(path.clone());
+            // The same way of measuring: used, from `auto` and from a named file.
+            for choice in [&ProfileChoice::Auto, &file] {
+                let (p, at) = load_profile(choice, dir.path(), &host, calibrated)
+                    .unwrap()
+                    .expect("a matching profile is used");
+                assert_eq!((p.placement_sampled, at), (calibrated, path.clone()));
+            }
+            // The other way: `auto` measures without it, a named file is an error saying why.
+            assert!(
+                load_profile(&ProfileChoice::Auto, dir.path(), &host, !calibrated)
+                    .unwrap()
+                    .is_none()
+            );
+            let e = load_profile(&file, dir.path(), &host, !calibrated)
+                .unwrap_err()
+                .to_string();
+            let was = if calibrated { "with" } else { "without" };
+            assert!(
+                e.contains(&path.display().to_string())
+                    && e.contains(&format!("calibrated {was} placement sampling")),
+                "{e}"
+            );
+        }
+    }
+}

@@ -935,6 +935,32 @@ mod tests {
     }
 
     #[test]
+    fn placement_and_instructions_name_only_suites_that_exist() {
+        for key in ["placement", "instructions"] {
+            let e = err(&format!("{MINIMAL}{key}:\n  suites: [full, quik]\n"));
+            assert!(
+                e.contains(&format!("key `{key}.suites`")) && e.contains("\"quik\""),
+                "{e}"
+            );
+        }
+        let two = format!("{MINIMAL}  quick:\n    benches:\n      kernels: []\n");
+        let c = Config::parse(
+            &format!("{two}placement:\n  suites: [full]\n"),
+            Path::new("h.yaml"),
+        )
+        .unwrap();
+        assert!(c.placement.samples_in("full") && !c.placement.samples_in("quick"));
+        let c = Config::parse(&two, Path::new("h.yaml")).unwrap();
+        assert!(c.placement.samples_in("full") && c.placement.samples_in("quick"));
+        let c = Config::parse(
+            &format!("{two}placement:\n  sample: false\n  suites: [full]\n"),
+            Path::new("h.yaml"),
+        )
+        .unwrap();
+        assert!(!c.placement.samples_in("full"));
+    }
+
+    #[test]
     fn unknown_keys_and_bad_types_are_parse_errors_naming_the_file() {
         let e = err(&format!("{MINIMAL}roundz: 3\n"));
         assert!(

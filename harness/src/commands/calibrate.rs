@@ -139,14 +139,12 @@ pub fn calibrate(
             ),
         };
         let mut collected = Collected::default();
-        // Each trial its own round numbers, so that with placement sampled every trial draws
-        // function orders of its own (seeds follow the round): the profile then holds the
-        // spread of placement, not one draw of it repeated.
+        let own = trial_rounds(t, rounds);
         run_rounds(
             &mut m,
             &plan,
-            t * rounds,
-            rounds,
+            own.start,
+            own.len() as u32,
             false,
             &mut collected,
             &mut |d, tt, w| progress.rounds(d, tt, w),
@@ -170,4 +168,35 @@ pub fn calibrate(
     std::fs::write(&path, profile.to_json())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok((profile, path))
+}
+
+/// The round numbers trial `t` (from 0) runs: its own, so that with placement sampled every
+/// trial draws function orders of its own (seeds follow the round) and the profile holds the
+/// spread of placement, not one draw of it repeated.
+fn trial_rounds(t: u32, rounds: u32) -> std::ops::Range<u32> {
+    t * rounds..(t + 1) * rounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::placement::seed;
+    use crate::vocab::Side;
+
+    #[test]
+    fn every_trial_draws_function_orders_no_other_trial_drew() {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in 0..6 {
+            let r = trial_rounds(t, 7);
+            assert_eq!(r.len(), 7);
+            for round in r {
+                for side in Side::BOTH {
+                    assert!(
+                        seen.insert(seed(side, round)),
+                        "trial {t} round {round} repeats"
+                    );
+                }
+            }
+        }
+    }
 }
