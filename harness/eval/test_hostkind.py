@@ -5,6 +5,7 @@ Run: python3 -m unittest discover -s harness/eval -v
 """
 
 import argparse
+import os
 import sys
 import tempfile
 import unittest
@@ -72,11 +73,18 @@ class CompareDeadline(unittest.TestCase):
                                       harness_arg=None, out_dir=d)
             old = ev.COMPARE_TIMEOUT_S
             ev.COMPARE_TIMEOUT_S = 1
+            # A hold asked for on this machine (hold.py) must not stop the test.
+            old_hold = os.environ.get("DECODER_GATE_EVAL_HOLD")
+            os.environ["DECODER_GATE_EVAL_HOLD"] = str(d / "no.hold")
             try:
                 with self.assertRaises(SystemExit) as e:
                     ev.run_trial(args, d / "run-001", "aa", {}, "a", "a", "full", None)
             finally:
                 ev.COMPARE_TIMEOUT_S = old
+                if old_hold is None:
+                    del os.environ["DECODER_GATE_EVAL_HOLD"]
+                else:
+                    os.environ["DECODER_GATE_EVAL_HOLD"] = old_hold
             self.assertIn("deadline", str(e.exception))
             self.assertFalse((d / "run-001" / "trial.json").exists())
             self.assertFalse((d / "run-001.tmp" / "trial.json").exists())
