@@ -9,6 +9,9 @@
 # mid-run (the corpus is measured with one binary: say which commit in the session's note).
 # The gate's cache: $HARNESS_CACHE_DIR, default ~/.cache/decoder-gate/placement-cache (slots
 # built through the placement linker wrapper; the first run on a new VM builds them cold).
+# Every gate run here passes --no-profile, as a fresh clone's gate runs (no calibration profile).
+# This file is replaced whole when edited (mv), never written in place: bash reads a running
+# script as it goes.
 set -euo pipefail
 [ $# -eq 1 ] && [ -x "$1" ] || { echo "usage: measure-all.sh HARNESS (an executable)" >&2; exit 2; }
 H=$(realpath "$1")
@@ -21,7 +24,7 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
   --rev "$R" --harness "$H" --all
 for load in none one-core; do
   python3 harness/eval/evaluate.py aa --rev "$R" --harness "$H" --suite full --runs 20 \
-    --load "$load" --out-dir "$OUT/aa"
+    --load "$load" --out-dir "$OUT/aa" --harness-arg=--no-profile
 done
 for c in $(python3 -c "import json; print(' '.join(list(json.load(open('harness/eval/corpus-fresh/reach.json')))[:5]))"); do
   [ -n "$(ls "$OUT/quick/$c"/run-*/run.json 2>/dev/null)" ] && continue
