@@ -122,6 +122,8 @@ class BucketTest(unittest.TestCase):
             (run / "results.json").write_text(json.dumps({"host": {"cpu": "EPYC"}, "benches": [
                 {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
                 {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
+                {"id": "add/bf16/small", "status": "regression", "threshold": 0.03},
+                {"id": "add/bf16/large", "status": "regression", "threshold": 0.03},
                 {"id": "gather/f32/small", "status": "no_change", "threshold": 0.03}]}))
             rows, walls = gate_cases.bucket_rows(d / "quiet", d / "truth",
                                                  gate_cases.reach_patterns(d / "cases"))
@@ -240,6 +242,10 @@ class BucketTest(unittest.TestCase):
             (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {
                 "add/f32/small": {"change": 0.08, "ci95": [0.06, 0.10]},
                 "add/f16/small": {"change": 0.10, "ci95": [0.07, 0.12]},
+                # truly faster: a 🔴 there is false too
+                "add/bf16/small": {"change": -0.10, "ci95": [-0.12, -0.07]},
+                # uncertain past ±δ either way: unchecked
+                "add/bf16/large": {"change": 0.0, "ci95": [-0.05, 0.05]},
                 # a plain truth of a sampling row, "slow" by its interval: cannot place the row
                 "sampling_latency/top_k_per_token/49152": {"change": 0.2, "ci95": [0.1, 0.3]},
                 # outside c's reach: untouched by construction, whatever this truth says
@@ -250,6 +256,8 @@ class BucketTest(unittest.TestCase):
             (run / "results.json").write_text(json.dumps({"host": {"cpu": "EPYC"}, "benches": [
                 {"id": "add/f32/small", "status": "regression", "threshold": 0.03},
                 {"id": "add/f16/small", "status": "no_change", "threshold": 0.03},
+                {"id": "add/bf16/small", "status": "regression", "threshold": 0.03},
+                {"id": "add/bf16/large", "status": "regression", "threshold": 0.03},
                 {"id": "sampling_latency/top_k_per_token/49152", "status": "no_change",
                  "threshold": 0.03},
                 {"id": "gather/f32/small", "status": "regression", "threshold": 0.03}]}))
@@ -278,9 +286,10 @@ class BucketTest(unittest.TestCase):
             a2 = gate_cases.aa_cell([(0, 3, 1.0, "unknown"), (2, 3, 1.0, "Xeon")])
             self.assertIn("per CPU model: Xeon: 1 of 1 ", a2)
             self.assertIn("; unknown: 0 of 1 ", a2)
-            # gather/f32/small is outside c's reach: a false 🔴, 1 of 1 checked
+            # gather/f32/small is outside c's reach and add/bf16/small truly faster: two false
+            # 🔴 of the 2 rows checked (add/bf16/large's truth cannot tell: unchecked)
             self.assertTrue(got[next(k for k in got if k.startswith("🔴 on a row"))]
-                            .startswith("1 of 1 "))
+                            .startswith("2 of 2 "))
             aa = got["A/A runs of the full suite with any 🔴"]
             self.assertTrue(aa.startswith("1 of 3 "), aa)
             self.assertIn("2 🔴 of 9 rows", aa)
