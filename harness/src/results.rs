@@ -74,6 +74,29 @@ pub struct BenchResult {
     pub instructions: Option<InstructionCounts>,
 }
 
+impl BenchResult {
+    /// The row's label: its status's, except a ✅ whose whole interval lies below −δ, which
+    /// says "faster" (the speed-up holds at the level a ✅ is given at, short of 🟢's
+    /// correction over the suite; its note says so): "no change" beside −25 % would say less
+    /// than the row knows.
+    pub fn label(&self) -> &'static str {
+        if self.faster() {
+            "faster"
+        } else {
+            self.status.label()
+        }
+    }
+
+    /// A ✅ whose whole interval lies below −δ: shown apart from the unchanged rows.
+    pub fn faster(&self) -> bool {
+        self.status == Status::NoChange
+            && self
+                .change
+                .as_ref()
+                .is_some_and(|c| c.ci_high < -self.threshold)
+    }
+}
+
 /// Instructions per iteration of one benchmark on each side (`measure::instructions`), or why
 /// they could not be counted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

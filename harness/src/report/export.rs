@@ -29,7 +29,7 @@ pub fn github_action_benchmark(results: &Results) -> Value {
                 return None;
             }
             let base = b.base.as_ref().map(|s| s.median_ns);
-            let mut extra = vec![format!("{} {}", b.status.emoji(), b.status.label())];
+            let mut extra = vec![format!("{} {}", b.status.emoji(), b.label())];
             if let Some(base) = base {
                 extra.push(format!("base {}", fmt::time(base)));
             }

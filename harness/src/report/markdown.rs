@@ -294,7 +294,7 @@ fn row(b: &BenchResult, instr: bool) -> String {
     format!(
         "| {} {} | {} | {} | {} | {} | {} | {} |{extra}\n",
         b.status.emoji(),
-        b.status.label(),
+        b.label(),
         md::cell_code(&b.id),
         side(&c.base, &c.base_throughput),
         side(&c.head, &c.head_throughput),
@@ -322,7 +322,7 @@ fn table(results: &Results, blocks: &mut Vec<Block>) {
     let fold = benches.len() > FOLD_NO_CHANGE_ABOVE;
     let (shown, folded): (Vec<&BenchResult>, Vec<&BenchResult>) = benches
         .into_iter()
-        .partition(|b| !(fold && b.status == Status::NoChange));
+        .partition(|b| !(fold && b.status == Status::NoChange && !b.faster()));
     for (i, b) in shown.iter().enumerate() {
         let prefix = if i == 0 {
             format!("\n{header}")
@@ -796,6 +796,32 @@ mod tests {
         assert_eq!(md.matches("| ✅ no change |").count(), FOLD_NO_CHANGE_ABOVE);
         let md = markdown(&fixtures::clean_pass(FOLD_NO_CHANGE_ABOVE + 1));
         assert!(md.contains("✅ 11 benchmarks with no change beyond the threshold"));
+    }
+
+    #[test]
+    fn a_speedup_short_of_green_says_faster_and_stays_out_of_the_fold() {
+        let mut r = fixtures::clean_pass(FOLD_NO_CHANGE_ABOVE + 3);
+        let fast = &mut r.benches[4];
+        fast.change = Some(crate::stats::Change {
+            estimate: -0.25,
+            ci_low: -0.33,
+            ci_high: -0.24,
+            ..fast.change.unwrap()
+        });
+        let id = fast.id.clone();
+        let md = markdown(&r);
+        let row = md.lines().find(|l| l.contains(&id)).unwrap();
+        assert!(row.starts_with("| ✅ faster |"), "{row}");
+        let fold = md.find("<details><summary>✅").unwrap();
+        assert!(
+            md.find(row).unwrap() < fold,
+            "the faster row is shown above the fold"
+        );
+        assert!(md.contains("✅ 12 benchmarks with no change beyond the threshold"));
+        assert_eq!(md.matches("| ✅ faster |").count(), 1);
+        // An interval reaching past −δ is not "faster".
+        r.benches[4].change.as_mut().unwrap().ci_high = -r.benches[4].threshold / 2.0;
+        assert_eq!(markdown(&r).matches("| ✅ faster |").count(), 0);
     }
 
     #[test]

@@ -204,11 +204,7 @@ fn table(benches: &[&crate::results::BenchResult], color: bool) -> String {
             _ => cell,
         };
         let mut cells = vec![
-            paint(Cell::new(format!(
-                "{} {}",
-                b.status.emoji(),
-                b.status.label()
-            ))),
+            paint(Cell::new(format!("{} {}", b.status.emoji(), b.label()))),
             Cell::new(plain(&b.id)),
             Cell::new(side(c.base, c.base_throughput)),
             Cell::new(side(c.head, c.head_throughput)),
