@@ -281,7 +281,8 @@ def judged_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
             # one too uncertain to call within ±δ, but certainly not a slowdown of δ). A 🔴 there
             # is as false as on an untouched row (added 2026-12-05, before any such 🔴 was seen:
             # the first rule left these rows unchecked).
-            faster = (not slow and not untouched and thi is not None and thi < thr)
+            # (checked after `slow` and `untouched` below, so only the upper bound is asked)
+            faster = thi is not None and thi < thr
             kind = ("slow ≥ δ+1 %" if slow else "untouched" if untouched
                     else "faster" if faster else "unchecked")
             forbidden = {"slow ≥ δ+1 %": "no_change", "untouched": "regression",

@@ -3,6 +3,7 @@
 import os
 import tempfile
 import unittest
+from unittest import mock
 from pathlib import Path
 
 import hold
@@ -11,16 +12,11 @@ import hold
 class Hold(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
         self.file = Path(self.dir.name) / "eval.hold"
-        self.old = os.environ.get("DECODER_GATE_EVAL_HOLD")
-        os.environ["DECODER_GATE_EVAL_HOLD"] = str(self.file)
-
-    def tearDown(self):
-        if self.old is None:
-            os.environ.pop("DECODER_GATE_EVAL_HOLD")
-        else:
-            os.environ["DECODER_GATE_EVAL_HOLD"] = self.old
-        self.dir.cleanup()
+        env = mock.patch.dict(os.environ, {"DECODER_GATE_EVAL_HOLD": str(self.file)})
+        env.start()
+        self.addCleanup(env.stop)
 
     def test_no_file_no_wait(self):
         lines, sleeps = [], []

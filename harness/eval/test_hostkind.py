@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 import unittest
+from unittest import mock
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,17 +75,12 @@ class CompareDeadline(unittest.TestCase):
             old = ev.COMPARE_TIMEOUT_S
             ev.COMPARE_TIMEOUT_S = 1
             # A hold asked for on this machine (hold.py) must not stop the test.
-            old_hold = os.environ.get("DECODER_GATE_EVAL_HOLD")
-            os.environ["DECODER_GATE_EVAL_HOLD"] = str(d / "no.hold")
             try:
-                with self.assertRaises(SystemExit) as e:
+                with self.assertRaises(SystemExit) as e, mock.patch.dict(
+                        os.environ, {"DECODER_GATE_EVAL_HOLD": str(d / "no.hold")}):
                     ev.run_trial(args, d / "run-001", "aa", {}, "a", "a", "full", None)
             finally:
                 ev.COMPARE_TIMEOUT_S = old
-                if old_hold is None:
-                    del os.environ["DECODER_GATE_EVAL_HOLD"]
-                else:
-                    os.environ["DECODER_GATE_EVAL_HOLD"] = old_hold
             self.assertIn("deadline", str(e.exception))
             self.assertFalse((d / "run-001" / "trial.json").exists())
             self.assertFalse((d / "run-001.tmp" / "trial.json").exists())
