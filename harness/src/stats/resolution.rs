@@ -5,7 +5,8 @@
 //!   slowdown (final pass only);
 //! - 🟢 the mirror: "θ ≥ −τ" rejected the same way;
 //! - ✅ the upper bound at `ok_alpha / looks` lies below τ: a slowdown of δ or more is ruled out;
-//! - ⚠️ the estimate is above δ and the interval above 0, but not (yet) wholly above δ;
+//! - ⚠️ the estimate is above δ and the interval above 0, but not (yet) wholly above δ after
+//!   the suite-wide correction (the note tells an interval above δ at the row's own level apart);
 //! - ❔ otherwise: inconclusive, with the interval.
 //!
 //! Estimates are Hodges–Lehmann, bounds the signed-rank ones of [`super::rank`]; every level is
@@ -78,7 +79,7 @@ pub(super) fn analyze(inputs: &[BenchInput], policy: &Policy, phase: Phase) -> V
     rows.iter()
         .zip(inputs)
         .zip(adjusted)
-        .map(|((row, input), adj)| decide(input, row, adj, policy, phase))
+        .map(|((row, input), adj)| decide(input, row, adj, tested.len(), policy, phase))
         .collect()
 }
 
@@ -86,6 +87,7 @@ fn decide(
     input: &BenchInput,
     row: &Row,
     (red_adj, green_adj): (f64, f64),
+    suite_rows: usize,
     policy: &Policy,
     phase: Phase,
 ) -> Decision {
@@ -215,9 +217,20 @@ fn decide(
     // noisy row's estimate lands past δ by chance in A/A runs, and a warning must not.
     if rank.hl > tau && lo > 0.0 {
         d.status = Status::PossibleRegression;
-        d.note = Some(format!(
-            "{est}: slower, but whether by {delta_s} or more is not settled: {between}"
-        ));
+        d.note = Some(if lo > tau {
+            // The row's own interval is wholly above δ, but 🔴 is judged after Holm's
+            // correction over the suite's rows: "not settled" beside an interval above δ
+            // would read as a contradiction, so say which test is still open.
+            format!(
+                "{est}: slower by {delta_s} or more at this row's own level ({between}), but \
+                 not yet after the correction over the suite's {suite_rows} rows (Holm-adjusted \
+                 p {}, 🔴 needs {} or less)",
+                p_str(red_adj),
+                p_str(a_fw)
+            )
+        } else {
+            format!("{est}: slower, but whether by {delta_s} or more is not settled: {between}")
+        });
     } else {
         d.note = Some(format!(
             "inconclusive: {between}; a slowdown of {delta_s} or more is not ruled out"
@@ -441,7 +454,18 @@ mod tests {
             inputs.push(input(&format!("q/{k}"), &rounds(0.0, 0.01, 12)));
         }
         let crowd = analyze(&inputs, &policy(), phase).remove(0);
-        assert_ne!(crowd.status, Status::Regression, "{crowd:?}");
+        assert_eq!(crowd.status, Status::PossibleRegression, "{crowd:?}");
+        // Its own interval lies above δ: the note says so, and that the suite's correction is
+        // what keeps it from 🔴, never "whether by 3 % or more is not settled" beside it.
+        let c = crowd.change.unwrap();
+        assert!(c.ci_low > 0.03, "{c:?}");
+        let note = crowd.note.unwrap();
+        assert!(
+            note.contains("slower by 3.0 % or more at this row's own level (between +")
+                && note.contains("not yet after the correction over the suite's 201 rows")
+                && !note.contains("not settled"),
+            "{note}"
+        );
     }
 
     #[test]
