@@ -42,11 +42,12 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import procs
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "harness" / "eval" / "cases"
@@ -59,7 +60,7 @@ def log(msg):
 
 
 def run(cmd, cwd=None, env=None, timeout=RUN_TIMEOUT_S):
-    return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True,
+    return procs.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -260,9 +261,9 @@ def measure(exe, filt, args, home, cpu=None, timeout=RUN_TIMEOUT_S):
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     cmd = [exe, "--bench", *args] + ([filt] if filt else [])
-    subprocess.run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)},
-                   check=True, capture_output=True, text=True, timeout=timeout,
-                   preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
+    procs.run(cmd, cwd=Path(exe).parent, env={**os.environ, "CRITERION_HOME": str(home)},
+              check=True, capture_output=True, text=True, timeout=timeout,
+              preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     out = {}
     for bench in home.rglob("new/benchmark.json"):
         b = json.loads(bench.read_text())

@@ -5,10 +5,14 @@ process group of its own, so that its own deadlines kill whole groups (harness/s
 Those deadlines are threads of the harness: when a script kills the harness at the script's
 deadline, its children's groups would run on (a cargo build, a serving benchmark) beside the
 next run. `kill_tree` finds every descendant first (/proc), then kills the process and each
-descendant's group. Standard library only; Linux (/proc), as the runners are."""
+descendant's group. `run` is `subprocess.run` with that kill at its deadline (the standard
+library's kills the child alone: a script's deadline on cargo or on another script would leave
+the compilers or the harness running). Standard library only; Linux (/proc), as the runners
+are."""
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 
@@ -54,3 +58,26 @@ def kill_tree(pid):
             os.killpg(g, signal.SIGKILL)
         except OSError:
             pass
+
+
+def run(cmd, timeout, check=False, capture_output=False, **kw):
+    """`subprocess.run(cmd, timeout=…, check=…, capture_output=…, **kw)`, except that at the
+    deadline (or on any interruption) the child is killed with everything it started
+    (`kill_tree`) before `subprocess.TimeoutExpired` is raised."""
+    if capture_output:
+        kw["stdout"] = kw["stderr"] = subprocess.PIPE
+    with subprocess.Popen(cmd, **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            kill_tree(p.pid)
+            e.output, e.stderr = p.communicate()
+            raise
+        except BaseException:
+            kill_tree(p.pid)
+            p.wait()
+            raise
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    if check:
+        r.check_returncode()
+    return r

@@ -45,5 +45,29 @@ class KillTree(unittest.TestCase):
         self.assertFalse(alive(grandchild), "the grandchild in its own group survived")
 
 
+class Run(unittest.TestCase):
+    def test_at_the_deadline_the_grandchild_dies_too(self):
+        # The grandchild's output goes elsewhere (as a cargo build's compilers' may), so nothing
+        # but the kill itself ends it.
+        parent = PARENT.replace("['sleep', '60'],", "['sleep', '60'], stdout=subprocess.DEVNULL,")
+        started = time.monotonic()
+        with self.assertRaises(subprocess.TimeoutExpired) as caught:
+            procs.run([sys.executable, "-c", parent], timeout=2, capture_output=True, text=True)
+        self.assertLess(time.monotonic() - started, 30)
+        grandchild = int(caught.exception.output.split()[0])
+        for _ in range(100):
+            if not alive(grandchild):
+                break
+            time.sleep(0.05)
+        self.assertFalse(alive(grandchild), "the grandchild outlived the deadline")
+
+    def test_otherwise_it_is_subprocess_run(self):
+        r = procs.run([sys.executable, "-c", "print('out'); import sys; sys.exit(3)"],
+                      timeout=30, capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (3, "out\n"))
+        with self.assertRaises(subprocess.CalledProcessError):
+            procs.run([sys.executable, "-c", "import sys; sys.exit(3)"], timeout=30, check=True)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,7 +1,8 @@
-//! The build stage: `cargo bench --no-run --message-format=json` in a revision's worktree with
-//! that revision's own persistent target dir, collecting the bench executables from cargo's JSON
-//! messages. A failed build is a value ([`ProcessFailure`], with the compiler's last lines), never
-//! a crash of the gate.
+//! The build stage: `cargo bench --no-run --message-format=json-render-diagnostics` in a
+//! revision's worktree with that revision's own persistent target dir (linked through
+//! `placement`'s wrapper), collecting the bench executables from cargo's JSON messages. A failed
+//! build is a value ([`ProcessFailure`], with the compiler's last lines), never a crash of the
+//! gate.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

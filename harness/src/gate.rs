@@ -1,6 +1,8 @@
 //! The gate: measurements → decisions. [`measure_and_decide`] runs the passes of one comparison
 //! on a [`Measurer`] (first pass, noise rounds for what it left ❔, confirmation rounds for the
-//! suspects, final pass) and turns each benchmark's samples into a report row; [`replay`]
+//! suspects, final pass; under `rule: resolution` with a suite's `budget_minutes`, batches of
+//! noise rounds for the rows still open while the time allows: `plan_batch`) and turns each
+//! benchmark's samples into a report row; [`replay`]
 //! decides a saved run again from its recorded samples (nothing measured). Everything between
 //! the samples and the statistics lives here once: the per-round estimates, the pairing of
 //! rounds, and the `method` a run records.

@@ -1,6 +1,8 @@
 //! The machine the gate measures on: CPU, cores, OS, kernel, rustc, memory, load averages, and
 //! the fingerprint that keys calibration profiles (what makes timings comparable: CPU model,
-//! core count, memory, OS — not the kernel patch level or rustc, which calibrations survive).
+//! core count, memory, OS — not the kernel patch level or rustc, which calibrations survive);
+//! the CUDA probe ([`cuda_unavailable`], overridden by [`ASSUME_CUDA_ENV`]); and [`lost_time`],
+//! the share of a spinning thread's time the host takes, probed before and after the rounds.
 
 use std::process::Command;
 

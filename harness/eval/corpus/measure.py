@@ -62,6 +62,7 @@ EVAL = REPO / "harness" / "eval"
 sys.path.insert(0, str(EVAL))
 import hold  # noqa: E402
 import hostkind  # noqa: E402
+import procs  # noqa: E402
 import saved  # noqa: E402
 
 RESULTS = EVAL / "results" / "corpus"
@@ -201,7 +202,7 @@ def step(name, case, cmd, done, partial=()):
         shutil.rmtree(d)
     log(f"{case} {name}: {' '.join(cmd)}")
     started = time.time()
-    p = subprocess.run(cmd, cwd=REPO, timeout=STEP_TIMEOUT_S)
+    p = procs.run(cmd, cwd=REPO, timeout=STEP_TIMEOUT_S)  # the step's script and all it started
     log(f"{case} {name}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min")
     if p.returncode != 0:
         raise SystemExit(f"error: {case} {name} failed (exit {p.returncode})")
@@ -226,7 +227,7 @@ def test_case(case, rev, out):
         subprocess.run(["git", "-C", str(src), "apply", str(HERE / f"{case}.patch")],
                        check=True, timeout=60)
         try:
-            p = subprocess.run(["cargo", "test", "-q", "--release", "-p", "engine"], cwd=src,
+            p = procs.run(["cargo", "test", "-q", "--release", "-p", "engine"], cwd=src,
                                env={**os.environ, "CARGO_TARGET_DIR": str(TEST_TARGET)},
                                capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
             code, text = p.returncode, p.stdout + p.stderr

@@ -1,5 +1,6 @@
 //! `harness history add|list|show` and `harness trend`: the benchmark history on main and the
-//! change points in it (`crate::history`, harness/STATS.md section 15).
+//! change points in it (`crate::history`, harness/STATS.md section 15); `harness alert`: an
+//! issue per change point (`crate::alert`).
 
 use std::path::PathBuf;
 

@@ -9,8 +9,9 @@
 //!   models are resolved per side (`tiny` built by that revision's `engine tiny`, SmolLM2 via
 //!   `engine fetch smollm2`, or a path);
 //! - [`run_single`]: `harness e2e` (one revision: correctness, and speed without A/B);
-//! - [`run_compare`]: the e2e part of `harness compare` (speed rounds through [`run::run_rounds`]
-//!   with an [`E2eMeasurer`], then correctness from the very tokens the timed runs produced).
+//! - [`run_compare`]: the e2e part of `harness compare` (speed rounds through
+//!   [`crate::gate::measure_and_decide`] with an [`E2eMeasurer`], then correctness from the very
+//!   tokens the timed runs produced).
 //!
 //! Statuses: ✅ identical, 🔴 diverged (real), ⚠️ near-tie flip, ⛔ failed to run, ⏭ not run with
 //! the reason (never a pass). Method: `harness/STATS.md`, "End-to-end checks".

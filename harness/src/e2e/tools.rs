@@ -1,5 +1,7 @@
 //! Running one revision's `engine` and `oracle` binaries (processes, never linked: invariant 1):
-//! `engine profile --json`, `oracle decode --json`, `engine tiny`, `engine fetch smollm2`. A tool
+//! `engine profile --json`, `oracle decode --json`, `engine tiny`, `engine fetch smollm2`, and
+//! the client of `engine profile --serve` ([`ProfileServer`]: the paired e2e rounds ask both
+//! sides' serving processes for decodes in turn). A tool
 //! that fails is a value ([`ToolFailure`], with its last lines of stderr), and a CUDA request that
 //! fails because there is no usable GPU is told apart from a crash ([`cuda_unavailable`]).
 

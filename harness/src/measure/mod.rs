@@ -5,7 +5,9 @@
 //! benchmark paired, both sides' executables serving samples in turn; [`plan`] says what a
 //! suite measures and which part a shard takes; [`affinity`] which CPU a measured process may run
 //! on and whether it may be timed in CPU time; [`clock`] which clock a paired round keeps;
-//! [`placement`] which executable a round runs (a relink in the round's own function order).
+//! [`placement`] which executable a round runs (a relink in the round's own function order);
+//! [`instructions`] the instruction counts of single-threaded rows (callgrind, under its own
+//! deadline).
 
 pub mod affinity;
 pub mod clock;

@@ -13,8 +13,9 @@
 //! One side waits on its stdin while the other measures, so a multi-threaded benchmark still has
 //! the machine to itself. The samples are kept with `sampling_mode` "paired"; each side's number
 //! for the round (shown in the report) is the lower quartile of its samples, as for a criterion
-//! run, and the round's log ratio, which the decision uses, is the median over the sample pairs
-//! (`stats::paired_log_ratio`).
+//! run, and the round's log ratio, which the decision uses, is the mean of the even and odd
+//! pairs' medians, which cancels the switch effect (the median over all pairs below 6 pairs and
+//! for the warm layout: `stats::paired_log_ratio`, [`SAMPLING_MODE`]).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

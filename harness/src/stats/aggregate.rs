@@ -1,5 +1,6 @@
-//! Aggregates of timings: quantiles and summaries for the report, and one round's ns/iteration
-//! from criterion's samples. Every function takes untrusted numbers and answers `None` rather
+//! Aggregates of timings: quantiles and summaries for the report, one round's ns/iteration
+//! from criterion's samples, and a paired round's log ratio ([`paired_log_ratio`] by its
+//! [`PairLayout`]). Every function takes untrusted numbers and answers `None` rather
 //! than panicking.
 
 /// The quantile of a round's per-sample times taken as that round's estimate: the lower quartile.

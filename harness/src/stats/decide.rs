@@ -1,6 +1,7 @@
 //! The decision: per benchmark a paired change estimate with its interval and p-value, a
 //! threshold, Holm control across the suite, and a status; first pass (suspects) and final pass
-//! (after confirmation rounds). The method is written out in `harness/STATS.md`.
+//! (after confirmation rounds). Under `policy.rule: resolution`, [`analyze`] and [`noisy`] hand
+//! over to `super::resolution`. The method is written out in `harness/STATS.md`.
 
 use super::notes::{p_str, pct, pct_abs};
 use super::paired::{PairedT, holm, log_ratios};

@@ -3,8 +3,11 @@
 //! the change across rounds with a Student t interval ([`PairedT`]); a threshold from the host's
 //! calibration profile ([`NoiseProfile`]) or this run's spread, never below a floor; Holm control
 //! across the suite ([`holm`]); noise rounds for what the first pass left ❔ ([`noisy`]); confirmation rounds for suspects before anything is 🔴
-//! ([`analyze`], [`Phase`], [`suspects`]). The method, its defaults and its references are in
-//! `harness/STATS.md`.
+//! ([`analyze`], [`Phase`], [`suspects`]). Under `policy.rule: resolution` (this repository's
+//! rule) the decision is `resolution`'s instead: every row against its resolution δ with
+//! signed-rank bounds (`rank`). Beside the decision: `noise` (the diagnostics of `harness
+//! noise`), `instructions` (instruction counts into a verdict), `changepoint` (E-divisive over a
+//! history). The method, its defaults and its references are in `harness/STATS.md`.
 
 mod aggregate;
 mod changepoint;
