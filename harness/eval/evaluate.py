@@ -600,14 +600,12 @@ def run_trial(args, trial_dir, kind, meta, base, head, suite, config, load="none
     with Load(load) as ld, open(tmp / "harness.log", "w") as err, open(
         tmp / "stdout.json", "w"
     ) as out:
-        child = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
         try:
-            rc = child.wait(timeout=COMPARE_TIMEOUT_S)
+            # At the deadline the harness and every process group it started are killed (its
+            # children's own deadlines are threads of the harness, gone with it).
+            rc = procs.run(cmd, stdout=out, stderr=err, cwd=REPO,
+                           timeout=COMPARE_TIMEOUT_S).returncode
         except subprocess.TimeoutExpired:
-            # The harness and every process group it started (its children's own deadlines are
-            # threads of the harness, gone with it).
-            procs.kill_tree(child.pid)
-            child.wait()
             raise SystemExit(f"error: harness compare passed its {COMPARE_TIMEOUT_S} s deadline "
                              f"in {tmp} (log kept there; no trial.json, so a rerun repeats it)")
         load_rec = ld.record()

@@ -61,7 +61,7 @@ def log(msg):
 
 def run(cmd, cwd=None, env=None, timeout=RUN_TIMEOUT_S):
     return procs.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True,
-                          timeout=timeout)
+                     timeout=timeout)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -228,8 +228,8 @@ def test_case(case, rev, out):
                        check=True, timeout=60)
         try:
             p = procs.run(["cargo", "test", "-q", "--release", "-p", "engine"], cwd=src,
-                               env={**os.environ, "CARGO_TARGET_DIR": str(TEST_TARGET)},
-                               capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+                          env={**os.environ, "CARGO_TARGET_DIR": str(TEST_TARGET)},
+                          capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
             code, text = p.returncode, p.stdout + p.stderr
         except subprocess.TimeoutExpired:
             code, text = 124, f"timed out after {STEP_TIMEOUT_S} s"
