@@ -478,6 +478,38 @@ def aa_runs(aa_dir, load):
     return out
 
 
+CROWDED_NOTE = "measured while other processes kept"
+
+
+def aa_crowding(aa_dir, load):
+    """(❔ because crowded, mean others' cores) of every row of the A/A trials of `load` whose
+    samples carry `others_cores` (multi-threaded rows, gate builds with the busy-machine rule:
+    harness/STATS.md §18); the mean is over both sides' samples, as the gate takes it."""
+    out = []
+    for trial in sorted((Path(aa_dir) / "aa" / f"full-{load}").glob("run-*")):
+        res_file = saved.find(trial / "results.json")
+        if res_file is None:
+            continue
+        for b in saved.load_json(res_file).get("benches", []):
+            read = [x["others_cores"] for side in ("base", "head")
+                    for x in ((b.get(side) or {}).get("samples") or [])
+                    if x.get("others_cores") is not None]
+            if read:
+                crowded = b.get("status") == "too_noisy" and \
+                    (b.get("note") or "").startswith(CROWDED_NOTE)
+                out.append((crowded, sum(read) / len(read)))
+    return out
+
+
+def crowding_cell(rows):
+    """The headline's cell for `aa_crowding`'s rows."""
+    if not rows:
+        return "none yet"
+    means = sorted(m for _, m in rows)
+    return (f"{share(sum(1 for c, _ in rows if c), len(rows))} rows; others' cores per row "
+            f"median {statistics.median(means):.2f}, range {means[0]:.2f}-{means[-1]:.2f}")
+
+
 def cpu_of(rec):
     """The CPU kind a run or trial record names: `host.cpu`, with `host.cpu_id` (family, model,
     stepping; A/A trials since 2026-12-05) in brackets where there is one; "unknown" without a
@@ -580,8 +612,8 @@ def headline(a):
     corpus = json.loads(reach_file.read_text())
     neutral = {n for n, c in corpus.items() if c.get("neutral")}
     conds = [(Path(o).name, Path(o), load) for o, load in zip(a.out, a.load)]
-    cols = {k: [] for k in ("cases", "untouched", "aa", "missed", "single", "two", "wall",
-                            "quick")}
+    cols = {k: [] for k in ("cases", "untouched", "aa", "crowded", "missed", "single", "two",
+                            "wall", "quick")}
     for name, out, load in conds:
         rows = list(judged_rows(out, a.ground, reach_of, a.ground_t2, a.ground_sampling))
         runs = {(r["case"], r["run"]) for r in rows}
@@ -596,6 +628,7 @@ def headline(a):
         cols["untouched"].append(share(sum(r["violation"] for r in u), len(u)) + (
             f"; and {noisy} on a truth of a method that cannot place the row" if noisy else ""))
         cols["aa"].append(aa_cell(aa_runs(a.aa, load) if a.aa else []))
+        cols["crowded"].append(crowding_cell(aa_crowding(a.aa, load) if a.aa else []))
         # Every row with a truth of an accepted method (the target says "any row"), split by
         # threads, since the two-thread truths came later (their paired method's A/A).
         slow = [r for r in rows if r["kind"] == "slow ≥ δ+1 %"]
@@ -624,6 +657,9 @@ def headline(a):
         "untouched": ("🔴 on a row the PR does not slow (outside its reach, or true change "
                       "within ±δ or faster)", "0"),
         "aa": ("A/A runs of the full suite with any 🔴", "0 of 20"),
+        "crowded": ("multi-threaded rows of the A/A runs made ❔ by a busy machine "
+                    "(STATS.md §18; rows with a reading)",
+                    "none quiet; all under one busy core"),
         "missed": ("✅ on a row truly slower by δ + 1 % or more", "0"),
         "single": ("🔴 on single-threaded rows truly ≥ 5 % slower", "≥ 90 %"),
         "two": ("🔴 on two-thread rows truly ≥ 10 % slower", "≥ 90 %"),

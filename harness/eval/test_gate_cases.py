@@ -306,6 +306,8 @@ class BucketTest(unittest.TestCase):
                           got[next(k for k in got if k.startswith("wall"))])
             self.assertIn("wall time median 15.0 min",
                           got["A/A runs of the full suite with any 🔴"])
+            self.assertEqual(got[next(k for k in got if k.startswith("multi-threaded rows"))],
+                             "none yet", "no row carries a reading")
             # a neutral case run on another CPU model: the cases cell names both models
             n_run = d / "quiet" / "n" / "run-001"
             n_run.mkdir(parents=True)
@@ -330,6 +332,36 @@ class BucketTest(unittest.TestCase):
             self.assertTrue(text.startswith(f"a\n{start}\nGenerated "))
             self.assertTrue(text.endswith(f"|\n{end}\nb\n"))
             self.assertNotIn("old", text)
+
+
+class CrowdingTest(unittest.TestCase):
+    def test_rows_with_readings_are_counted_and_crowded_ones_told_by_their_note(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            side = lambda *o: {"samples": [{"round": i, "others_cores": x}
+                                           for i, x in enumerate(o)]}
+            for i, (note, others) in enumerate((("", (0.01, 0.03)),
+                                                (gate_cases.CROWDED_NOTE + " 0.98", (0.97, 0.99)))):
+                t = d / "aa" / "full-none" / f"run-{i + 1:03d}"
+                t.mkdir(parents=True)
+                (t / "results.json").write_text(json.dumps({"benches": [
+                    {"id": "matmul/f32_t2/1x256x256",
+                     "status": "too_noisy" if note else "no_change", "note": note,
+                     "base": side(*others), "head": side(*others)},
+                    # a ❔ for another reason is not crowded
+                    {"id": "matmul/f16_t2/1x256x256", "status": "too_noisy",
+                     "note": "inconclusive", "base": side(0.1), "head": side(0.1)},
+                    # no reading: not counted
+                    {"id": "add/f32/small", "status": "no_change",
+                     "base": {"samples": [{"round": 0}]}}]}))
+            rows = gate_cases.aa_crowding(d, "none")
+            self.assertEqual(len(rows), 4)
+            self.assertEqual(sorted(c for c, _ in rows), [False, False, False, True])
+            self.assertAlmostEqual(max(m for _, m in rows), 0.98)
+            cell = gate_cases.crowding_cell(rows)
+            self.assertTrue(cell.startswith("1 of 4 "), cell)
+            self.assertIn("median 0.10, range 0.02-0.98", cell)
+            self.assertEqual(gate_cases.crowding_cell([]), "none yet")
 
 
 class BuildStagesTest(unittest.TestCase):

@@ -141,11 +141,14 @@ pub fn measure_and_decide(
     // Under `rule: resolution` with a budget, the noise rounds are the first of the budget's
     // batches (below): they too go only where the time left allows, most promising first.
     let budget = budget.filter(|_| policy.rule == Rule::Resolution);
-    let noisy = if budget.is_some() {
+    let mut noisy = if budget.is_some() {
         Vec::new()
     } else {
         stats::noisy(&first, policy)
     };
+    // A row crowded already (STATS.md §18) stays ❔ whatever more rounds show: none for it.
+    let crowded = crowded_rows(&collected, policy);
+    noisy.retain(|id| !crowded.contains(id));
     if !noisy.is_empty() {
         let why = match policy.rule {
             Rule::Threshold => format!(
@@ -179,7 +182,9 @@ pub fn measure_and_decide(
         // pass's average (8 % in the first full-suite A/A under a budget).
         let mut last_per: Option<f64> = None;
         for _ in 0..batches {
-            let open = stats::noisy(&first, policy);
+            let crowded = crowded_rows(&collected, policy);
+            let mut open = stats::noisy(&first, policy);
+            open.retain(|id| !crowded.contains(id));
             if open.is_empty() {
                 break;
             }
@@ -224,7 +229,9 @@ pub fn measure_and_decide(
             first = stats::analyze(&inputs_from(&collected), profile, policy, Phase::First);
         }
     }
-    let suspects = stats::suspects(&first);
+    let mut suspects = stats::suspects(&first);
+    let crowded = crowded_rows(&collected, policy);
+    suspects.retain(|id| !crowded.contains(id));
     let decisions = if suspects.is_empty() || policy.confirmation_rounds == 0 {
         first
     } else {
@@ -252,7 +259,7 @@ pub fn measure_and_decide(
             },
         )
     };
-    let benches = bench_results(&collected, decisions);
+    let benches = bench_results(&collected, decisions, policy);
     (collected, benches)
 }
 
@@ -337,7 +344,9 @@ pub fn replay(
     let prof = profile.map(|(p, _)| p);
     let first_pass = collect(&|_, r| r < first);
     let firsts = stats::analyze(&inputs_from(&first_pass), prof, policy, Phase::First);
-    let suspects = stats::suspects(&firsts);
+    let mut suspects = stats::suspects(&firsts);
+    let crowded = crowded_rows(&first_pass, policy);
+    suspects.retain(|id| !crowded.contains(id));
     let (collected, decisions) = if suspects.is_empty() || policy.confirmation_rounds == 0 {
         (first_pass, firsts)
     } else {
@@ -357,7 +366,7 @@ pub fn replay(
         );
         (all, d)
     };
-    let mut benches = bench_results(&collected, decisions);
+    let mut benches = bench_results(&collected, decisions, policy);
     for b in benches.iter_mut() {
         let unconfirmable = suspects.contains(&b.id)
             && policy.confirmation_rounds > 0
@@ -519,8 +528,13 @@ fn most_promising(decisions: &[stats::Decision], open: &[String], k: usize) -> V
 }
 
 /// The report rows of `decisions`: each with both sides' samples and per-round estimates; a
-/// benchmark of a target that failed to run on a side is ⛔ whatever its numbers said.
-fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<BenchResult> {
+/// benchmark of a target that failed to run on a side is ⛔ whatever its numbers said; a
+/// multi-threaded one measured on a busy machine is ❔ (`stats::when_crowded`).
+fn bench_results(
+    collected: &Collected,
+    decisions: Vec<stats::Decision>,
+    policy: &Policy,
+) -> Vec<BenchResult> {
     decisions
         .into_iter()
         .map(|d| {
@@ -547,7 +561,21 @@ fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<
                         d.rounds
                     )),
                 ),
-                (None, None) => (d.status, d.note),
+                (None, None) => match stats::when_crowded(
+                    d.status,
+                    others_cores(c),
+                    d.rounds,
+                    policy.crowded_cores,
+                ) {
+                    Some((status, why)) => (
+                        status,
+                        Some(match d.note {
+                            Some(n) => format!("{why}; {n}"),
+                            None => why,
+                        }),
+                    ),
+                    None => (d.status, d.note),
+                },
             };
             BenchResult {
                 id: d.id,
@@ -565,6 +593,33 @@ fn bench_results(collected: &Collected, decisions: Vec<stats::Decision>) -> Vec<
             }
         })
         .collect()
+}
+
+/// The rows whose readings so far reach `policy.crowded_cores` (`stats::when_crowded` will make
+/// them ❔, so more rounds for them would be time spent for nothing).
+fn crowded_rows(collected: &Collected, policy: &Policy) -> Vec<String> {
+    if policy.crowded_cores <= 0.0 {
+        return Vec::new();
+    }
+    collected
+        .benches
+        .iter()
+        .filter(|(_, c)| others_cores(c).is_some_and(|o| o >= policy.crowded_cores))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The mean of the cores other processes kept busy over a row's samples (those of the rounds
+/// that entered its decision; a replay uses the saved readings and takes no new ones): `None`
+/// when they carry no reading (a single-threaded row, a run from before the readings).
+fn others_cores(c: &Collect) -> Option<f64> {
+    let read: Vec<f64> = c
+        .base
+        .iter()
+        .chain(&c.head)
+        .filter_map(|s| s.others_cores)
+        .collect();
+    (!read.is_empty()).then(|| read.iter().sum::<f64>() / read.len() as f64)
 }
 
 pub fn method(
@@ -896,6 +951,73 @@ mod tests {
         );
         let slower = by_id(&r, "t/slower");
         assert_eq!((slower.status, slower.rounds), (Status::Regression, 14));
+    }
+
+    #[test]
+    fn a_multi_threaded_row_measured_on_a_busy_machine_is_too_noisy_whatever_it_read() {
+        let policy = Policy {
+            noise_rounds: 0,
+            ..Policy::default()
+        };
+        let saved = saved_run(&policy, vec!["t/quiet", "t/slow"]);
+        assert_eq!(by_id(&saved, "t/quiet").status, Status::NoChange);
+        assert_eq!(by_id(&saved, "t/slow").status, Status::Regression);
+        // Both rows' rounds as if measured while others kept `others` cores busy.
+        let busy = |others: f64| {
+            let mut r = saved.clone();
+            for b in &mut r.benches {
+                for s in b.base.iter_mut().chain(b.head.iter_mut()) {
+                    for x in &mut s.samples {
+                        x.others_cores = Some(others);
+                    }
+                }
+            }
+            replay(&r, &policy, None, None, "saved.json").unwrap()
+        };
+        let crowded = busy(0.97);
+        // t/slow is no suspect once crowded (its confirmation rounds could not change its ❔),
+        // so as measured it reads ⚠️, not the 🔴 of the saved run.
+        for (id, read) in [
+            ("t/quiet", "✅ no change"),
+            ("t/slow", "⚠️ possible regression"),
+        ] {
+            let b = by_id(&crowded, id);
+            assert_eq!(b.status, Status::TooNoisy, "{b:?}");
+            let note = b.note.as_deref().unwrap();
+            assert!(
+                note.starts_with("measured while other processes kept 0.97 cores busy")
+                    && note.contains(&format!("as measured it read {read}")),
+                "{note}"
+            );
+            if id == "t/quiet" {
+                assert_eq!(b.change, by_id(&saved, id).change, "the interval is kept");
+            } else {
+                assert_eq!(b.rounds, 6, "{b:?}");
+                assert!(b.change.as_ref().unwrap().estimate > 0.1, "{b:?}");
+            }
+        }
+        assert_ne!(
+            crowded.outcome, saved.outcome,
+            "no confirmed regression is left"
+        );
+        // Below `crowded_cores`, and with the rule off, the saved verdicts stand.
+        let quiet = busy(0.05);
+        assert_eq!(quiet.benches.len(), saved.benches.len());
+        for b in &saved.benches {
+            let q = by_id(&quiet, &b.id);
+            assert_eq!((q.status, &q.note), (b.status, &b.note));
+        }
+        let off = Policy {
+            crowded_cores: 0.0,
+            ..policy.clone()
+        };
+        let mut r = saved.clone();
+        let slow = r.benches.iter_mut().find(|b| b.id == "t/slow").unwrap();
+        for x in &mut slow.head.as_mut().unwrap().samples {
+            x.others_cores = Some(2.0);
+        }
+        let r = replay(&r, &off, None, None, "saved.json").unwrap();
+        assert_eq!(by_id(&r, "t/slow").status, Status::Regression);
     }
 
     #[test]

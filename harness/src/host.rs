@@ -84,6 +84,139 @@ pub fn load_avg() -> [f64; 3] {
     ]
 }
 
+/// CPU time, in the kernel's clock ticks, on the CPUs this process may use: `busy` (not idle:
+/// user, nice, system, irq, softirq from `/proc/stat`; iowait and the hypervisor's steal are
+/// not another process's work), `total` (every field, steal included) and `own`, this process's
+/// and its live descendants' (utime, stime, and cutime, cstime: what their waited-for children
+/// used; a child reaped between two readings moves from its own line into its parent's
+/// `cutime`, so the sum stays whole). Two readings give the CPU that other processes used in
+/// between ([`others_cores`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuReading {
+    pub busy: u64,
+    pub total: u64,
+    pub cpus: u32,
+    pub own: u64,
+}
+
+/// A reading now; `None` where `/proc` cannot be read (not Linux).
+pub fn cpu_reading() -> Option<CpuReading> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let (busy, total, cpus) = parse_cpu_times(&stat, &allowed_cpus())?;
+    Some(CpuReading {
+        busy,
+        total,
+        cpus,
+        own: own_ticks(std::process::id())?,
+    })
+}
+
+/// How many cores other processes kept busy between two readings, on average: their busy
+/// ticks over the ticks one CPU had. 1.0 on a 2-CPU machine is one CPU's worth taken from a
+/// benchmark that wants both. Slightly negative values are the ticks' sampling error
+/// (`/proc/stat` counts whole ticks, the processes' times are exact).
+pub fn others_cores(before: &CpuReading, after: &CpuReading) -> Option<f64> {
+    let total = after.total.checked_sub(before.total)?;
+    if total == 0 || after.cpus == 0 {
+        return None;
+    }
+    let busy = after.busy.checked_sub(before.busy)? as f64;
+    let own = after.own as f64 - before.own as f64;
+    Some((busy - own) / (total as f64 / f64::from(after.cpus)))
+}
+
+/// The CPUs this process may use (all that `/proc/stat` lists where the set cannot be read).
+fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    if let Ok(set) = rustix::thread::sched_getaffinity(None) {
+        return (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect();
+    }
+    Vec::new()
+}
+
+/// (busy, total, CPUs counted) over the `cpuN` lines of `allowed` (every `cpuN` line when
+/// `allowed` is empty).
+fn parse_cpu_times(stat: &str, allowed: &[usize]) -> Option<(u64, u64, u32)> {
+    let (mut busy, mut total, mut cpus) = (0u64, 0u64, 0u32);
+    for line in stat.lines() {
+        let mut f = line.split_whitespace();
+        let Some(n) = f.next().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<usize>() else {
+            continue; // the "cpu" summary line
+        };
+        if !allowed.is_empty() && !allowed.contains(&n) {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+        let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        if v.len() < 8 {
+            return None;
+        }
+        busy += v[0] + v[1] + v[2] + v[5] + v[6];
+        total += v.iter().sum::<u64>();
+        cpus += 1;
+    }
+    (cpus > 0).then_some((busy, total, cpus))
+}
+
+/// (parent pid, utime + stime + cutime + cstime) from one `/proc/<pid>/stat`; the command name
+/// in parentheses may hold spaces and parentheses, so fields are counted after the last ')'.
+fn parse_proc_stat(stat: &str) -> Option<(u32, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+    let ppid = f.get(1)?.parse().ok()?;
+    let mut ticks = 0u64;
+    for i in 11..=14 {
+        // cutime and cstime are signed in the kernel's format; never negative in practice.
+        ticks += f.get(i)?.parse::<i64>().ok()?.max(0) as u64;
+    }
+    Some((ppid, ticks))
+}
+
+/// CPU ticks of process `root` and all its live descendants, each with its reaped children's.
+fn own_ticks(root: u32) -> Option<u64> {
+    let mut procs: Vec<(u32, u32, u64)> = Vec::new();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // A process that exits between the listing and the read is skipped: its time is in
+        // its parent's cutime once reaped, but missing from this reading if the parent's line
+        // was read first. The gate reads when none of its measured processes is running.
+        if let Some((ppid, t)) = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| parse_proc_stat(&s))
+        {
+            procs.push((pid, ppid, t));
+        }
+    }
+    Some(tree_ticks(&procs, root))
+}
+
+/// The ticks of `root` and every process descending from it in `procs` (pid, ppid, ticks).
+fn tree_ticks(procs: &[(u32, u32, u64)], root: u32) -> u64 {
+    let mut inside = vec![root];
+    let mut sum = 0u64;
+    let mut i = 0;
+    while i < inside.len() {
+        let p = inside[i];
+        for &(pid, ppid, t) in procs {
+            if pid == p {
+                sum += t;
+            } else if ppid == p && !inside.contains(&pid) {
+                inside.push(pid);
+            }
+        }
+        i += 1;
+    }
+    sum
+}
+
 /// Where an NVIDIA driver shows itself: the kernel module's version file and control device on
 /// Linux, the paravirtual GPU device under WSL2.
 pub const CUDA_DRIVER_PATHS: [&str; 3] =
@@ -268,6 +401,70 @@ mod tests {
         assert!(h.cores >= 1);
         assert!(!h.cpu.is_empty() && !h.os.is_empty());
         assert_eq!(h.fingerprint, fingerprint(&h));
+    }
+}
+
+#[cfg(test)]
+mod cpu_reading_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_times_count_the_allowed_cpus_and_leave_out_idle_iowait_and_steal() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let stat = "cpu  30 3 30 300 30 3 3 30 5 0\n\
+                    cpu0 10 1 10 100 10 1 1 10 5 0\n\
+                    cpu1 20 2 20 200 20 2 2 20 0 0\n\
+                    intr 12345 0 0\n";
+        assert_eq!(parse_cpu_times(stat, &[1]), Some((46, 286, 1)));
+        assert_eq!(parse_cpu_times(stat, &[]), Some((69, 429, 2)));
+        assert_eq!(parse_cpu_times(stat, &[0, 1]), Some((69, 429, 2)));
+        assert_eq!(parse_cpu_times(stat, &[2]), None, "no allowed CPU listed");
+        assert_eq!(parse_cpu_times("cpu0 1 2 3\n", &[]), None, "a short line");
+    }
+
+    #[test]
+    fn a_process_line_is_read_after_its_last_parenthesis() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime …
+        let line = "4242 (a (b) c) S 17 4242 4242 0 -1 4194304 100 0 0 0 7 3 20 1 20 0 1 0";
+        assert_eq!(parse_proc_stat(line), Some((17, 31)));
+        assert_eq!(parse_proc_stat("4242 (x) S 17 1 2"), None, "cut short");
+    }
+
+    #[test]
+    fn a_tree_sums_its_root_and_every_descendant_but_nothing_else() {
+        // 1 ─ 10 ─ 11 ─ 12, 1 ─ 20; a process listed before its parent still counts.
+        let procs = [
+            (12, 11, 5),
+            (1, 0, 1000),
+            (10, 1, 100),
+            (11, 10, 10),
+            (20, 1, 2000),
+        ];
+        assert_eq!(tree_ticks(&procs, 10), 115);
+        assert_eq!(tree_ticks(&procs, 11), 15);
+        assert_eq!(tree_ticks(&procs, 20), 2000);
+        assert_eq!(tree_ticks(&procs, 99), 0);
+    }
+
+    #[test]
+    fn others_are_the_busy_ticks_not_ours_over_one_cpus_ticks() {
+        let a = CpuReading {
+            busy: 1000,
+            total: 4000,
+            cpus: 2,
+            own: 300,
+        };
+        // 200 ticks per CPU passed; 250 busy, 50 of them ours: one core's worth of others.
+        let b = CpuReading {
+            busy: 1250,
+            total: 4400,
+            cpus: 2,
+            own: 350,
+        };
+        assert_eq!(others_cores(&a, &b), Some(1.0));
+        assert_eq!(others_cores(&a, &a), None, "no time passed");
+        assert_eq!(others_cores(&b, &a), None, "readings swapped");
     }
 }
 

@@ -27,6 +27,13 @@ pub struct RawSample {
     /// The same samples' wall times, kept beside `times_ns` when those are CPU times.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wall_ns: Vec<f64>,
+    /// How many cores other processes kept busy, on average, while this round of a
+    /// multi-threaded benchmark was measured (`host::others_cores`; both sides of a paired
+    /// round share it). Absent for single-threaded rows (they need one CPU and are timed in their
+    /// thread's CPU time where both sides report it) and in results written before it was read. Its mean over a row's
+    /// rounds decides whether the row was crowded (`policy.crowded_cores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cores: Option<f64>,
 }
 
 /// [`RawSample::clock`] of samples timed in the measured thread's CPU time.

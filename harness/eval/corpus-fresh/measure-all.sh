@@ -3,18 +3,23 @@
 # (test, truths over 12 function orders, quiet, one-core), then the 20 + 20 A/A runs, then the
 # quick runs of the first five cases. Rerun it after a stop: finished steps are skipped.
 #
-#   harness/eval/corpus-fresh/measure-all.sh HARNESS
+#   harness/eval/corpus-fresh/measure-all.sh HARNESS [AA_HARNESS]
 #
 # HARNESS: a release build of the harness, copied out of target/ so that no build replaces it
-# mid-run (the corpus is measured with one binary: say which commit in the session's note).
+# mid-run (the cases are measured with one binary: say which commit in the session's note).
+# AA_HARNESS (default HARNESS): the binary of the A/A and quick runs. They use the gate with the
+# busy-machine rule (STATS.md §18), added after the cases' two-thread rows under load were seen
+# and before any A/A run (README.md, "Procedure", 7).
 # The gate's cache: $HARNESS_CACHE_DIR, default ~/.cache/decoder-gate/placement-cache (slots
 # built through the placement linker wrapper; the first run on a new VM builds them cold).
 # Every gate run here passes --no-profile, as a fresh clone's gate runs (no calibration profile).
 # This file is replaced whole when edited (mv), never written in place: bash reads a running
 # script as it goes.
 set -euo pipefail
-[ $# -eq 1 ] && [ -x "$1" ] || { echo "usage: measure-all.sh HARNESS (an executable)" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] && [ -x "$1" ] && [ -x "${2:-$1}" ] ||
+  { echo "usage: measure-all.sh HARNESS [AA_HARNESS] (executables)" >&2; exit 2; }
 H=$(realpath "$1")
+AH=$(realpath "${2:-$1}")
 cd "$(dirname "$0")/../../.."
 R=08486bac6c3d14acb1deffda6b7b49c9625c4c26
 OUT=harness/eval/results/corpus-fresh
@@ -23,11 +28,11 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
   --placement 12 --steps test,truth,truth-sampling,truth-t2,quiet,one-core \
   --rev "$R" --harness "$H" --all
 for load in none one-core; do
-  python3 harness/eval/evaluate.py aa --rev "$R" --harness "$H" --suite full --runs 20 \
+  python3 harness/eval/evaluate.py aa --rev "$R" --harness "$AH" --suite full --runs 20 \
     --load "$load" --out-dir "$OUT/aa" --harness-arg=--no-profile
 done
 for c in $(python3 -c "import json; print(' '.join(list(json.load(open('harness/eval/corpus-fresh/reach.json')))[:5]))"); do
   [ -n "$(ls "$OUT/quick/$c"/run-*/run.json 2>/dev/null)" ] && continue
-  python3 harness/eval/gate_cases.py run --harness "$H" --cases-dir harness/eval/corpus-fresh \
+  python3 harness/eval/gate_cases.py run --harness "$AH" --cases-dir harness/eval/corpus-fresh \
     --config harness.yaml --rev "$R" --case "$c:quick" --load none --out "$OUT/quick"
 done

@@ -783,6 +783,15 @@ impl Measurer for E2eMeasurer<'_> {
         matches!(self.prepared[ix(side)].get(target), Some(Ok(_)))
     }
 
+    /// A CPU check whose engine runs more than one thread (`e2e.threads` other than 1).
+    fn multi_threaded(&self, target: &str, _id: &str) -> bool {
+        self.cfg.threads != 1
+            && self
+                .checks
+                .get(target)
+                .is_some_and(|c| c.device == Device::Cpu)
+    }
+
     /// One unit per check, whatever the filter: a paired run measures both its rows.
     fn bench_ids(&self, side: Side, target: &str, _filter: Option<&str>) -> Option<Vec<String>> {
         self.has_target(side, target)

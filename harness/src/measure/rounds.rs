@@ -87,6 +87,13 @@ pub trait Measurer {
     /// Called before round `round` measures anything, with the targets it will run: work that
     /// must not fall between two timed benchmarks goes here (relinking for placement).
     fn begin_round(&mut self, _round: u32, _targets: &[&str]) {}
+    /// Whether benchmark `id` of `target` runs on more than one thread, timed in wall time:
+    /// then its samples carry the cores other processes kept busy while it was measured
+    /// ([`RawSample::others_cores`]), and a machine busy with other work leaves its row ❔
+    /// (`policy.crowded_cores`).
+    fn multi_threaded(&self, _target: &str, _id: &str) -> bool {
+        false
+    }
 }
 
 /// The real measurer: runs criterion executables with the round's short settings.
@@ -176,6 +183,10 @@ impl Measurer for CriterionMeasurer {
         };
         self.serves.insert((side, target.to_string()), r.clone());
         r
+    }
+
+    fn multi_threaded(&self, _target: &str, id: &str) -> bool {
+        self.affinity.is_multi_threaded(id)
     }
 
     /// Every target's relinks for the round, made before it starts (a relink is lld on every
@@ -438,10 +449,17 @@ pub fn run_rounds(
                 if failed(into, Side::Base) || failed(into, Side::Head) || bench_failed {
                     continue;
                 }
-                match m.measure_pair(&tp.target, id, order, r) {
+                // Read only where it is kept (a scan of /proc, a few ms).
+                let before = m
+                    .multi_threaded(&tp.target, id)
+                    .then(host::cpu_reading)
+                    .flatten();
+                let measured = m.measure_pair(&tp.target, id, order, r);
+                let others = others_since(before);
+                match measured {
                     Ok(both) => {
                         for (side, ms) in both {
-                            record(into, &tp.target, side, ms);
+                            record(into, &*m, &tp.target, side, ms, others);
                         }
                     }
                     Err((side, f)) => fail_bench(into, side, &tp.target, id, f),
@@ -458,10 +476,16 @@ pub fn run_rounds(
                 if failed(into, side) || !m.has_target(side, &tp.target) {
                     continue;
                 }
-                match m.measure(side, &tp.target, tp.filter.as_deref(), r) {
+                // A whole target may hold multi-threaded benchmarks: read for it too.
+                let before = (unit.label == tp.target || m.multi_threaded(&tp.target, &unit.label))
+                    .then(host::cpu_reading)
+                    .flatten();
+                let measured = m.measure(side, &tp.target, tp.filter.as_deref(), r);
+                let others = others_since(before);
+                match measured {
                     Ok(measured) => {
                         for (_, ms) in measured {
-                            record(into, &tp.target, side, ms);
+                            record(into, &*m, &tp.target, side, ms, others);
                         }
                     }
                     Err(f) => fail(into, side, &tp.target, f),
@@ -480,7 +504,24 @@ pub fn run_rounds(
     progress(total, total, "done");
 }
 
-fn record(into: &mut Collected, target: &str, side: Side, ms: Measured) {
+/// The cores other processes kept busy since `before` (`host::others_cores`).
+fn others_since(before: Option<host::CpuReading>) -> Option<f64> {
+    host::others_cores(&before?, &host::cpu_reading()?)
+}
+
+/// Adds one side's sample of a benchmark; a multi-threaded one's carries `others`, the cores
+/// other processes kept busy while it was measured.
+fn record(
+    into: &mut Collected,
+    m: &dyn Measurer,
+    target: &str,
+    side: Side,
+    mut ms: Measured,
+    others: Option<f64>,
+) {
+    if m.multi_threaded(target, &ms.id) {
+        ms.sample.others_cores = others;
+    }
     let e = into.benches.entry(ms.id).or_default();
     e.target = target.to_string();
     e.throughput = e.throughput.or(ms.throughput);
@@ -583,6 +624,10 @@ mod tests {
         ) -> Result<BTreeMap<String, Measured>, ProcessFailure> {
             self.calls.push((side, target.to_string(), round));
             self.filters.push(filter.map(String::from));
+            if filter.is_some_and(|f| f.contains("_t2")) {
+                // Long enough for /proc/stat's ticks (10 ms per CPU) to move between readings.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
             if self.fail == Some((side, round)) {
                 return Err(ProcessFailure {
                     message: "boom".into(),
@@ -609,6 +654,9 @@ mod tests {
             round: u32,
         ) -> Result<Vec<(Side, Measured)>, (Side, ProcessFailure)> {
             self.pairs.push((id.to_string(), order, round));
+            if id.contains("_t2") {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
             if self.fail == Some((Side::Head, round)) && id == self.ids[0] {
                 return Err((
                     Side::Head,
@@ -618,6 +666,44 @@ mod tests {
             Ok(order
                 .map(|side| (side, sample(id, side, round, "paired")))
                 .to_vec())
+        }
+        fn multi_threaded(&self, _: &str, id: &str) -> bool {
+            id.contains("_t2")
+        }
+    }
+
+    #[test]
+    fn multi_threaded_samples_carry_the_others_cores_and_single_threaded_ones_do_not() {
+        for paired in [true, false] {
+            let mut m = scripted(vec!["a/x_t1", "a/x_t2"], None, true);
+            if paired {
+                m.serve = Some([Ok(()), Ok(())]);
+            }
+            let plan = [TargetPlan {
+                target: "a".into(),
+                filter: None,
+            }];
+            let mut c = Collected::default();
+            run_rounds(&mut m, &plan, 0, 2, false, &mut c, &mut |_, _, _| {});
+            let all = |id: &str| {
+                let b = &c.benches[id];
+                b.base
+                    .iter()
+                    .chain(&b.head)
+                    .map(|s| s.others_cores)
+                    .collect::<Vec<_>>()
+            };
+            let t1 = all("a/x_t1");
+            let t2 = all("a/x_t2");
+            assert_eq!(t1.len(), 4);
+            assert!(t1.iter().all(Option::is_none), "paired {paired}: {t1:?}");
+            assert_eq!(t2.len(), 4);
+            if host::cpu_reading().is_some() {
+                assert!(
+                    t2.iter().all(|o| o.is_some_and(f64::is_finite)),
+                    "paired {paired}: {t2:?}"
+                );
+            }
         }
     }
 

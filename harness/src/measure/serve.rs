@@ -348,6 +348,7 @@ pub fn clocked_sample(
             times_ns,
             clock: Some(THREAD_CPU.into()),
             wall_ns: wall,
+            others_cores: None,
         },
         None => RawSample {
             round,

@@ -407,11 +407,33 @@ fn host(results: &Results) -> String {
         );
     }
     if !results.rounds.is_empty() {
-        body.push_str(
+        let others = others_by_round(results);
+        let crowded = results
+            .method
+            .policy
+            .as_ref()
+            .map_or(crate::stats::Policy::default().crowded_cores, |p| {
+                p.crowded_cores
+            });
+        let (others_head, others_rule, others_why) = if others.is_empty() {
+            ("", "", String::new())
+        } else {
+            (
+                " Others' cores |",
+                "--:|",
+                format!(
+                    "; others' cores: how many cores other processes kept busy while the \
+                     round's multi-threaded rows were measured, mean (⚠️: {crowded:.2} or more; \
+                     a row whose mean over its rounds reaches it is ❔)"
+                ),
+            )
+        };
+        let _ = write!(
+            body,
             "\nLoad averages at the start of each round (⚠️: 1-minute load at or above the \
-             core count, so the sides competed for CPU):\n\n\
-             | Round | Order | Kind | Load 1 / 5 / 15 min | Duration |\n\
-             |--:|:--|:--|--:|--:|\n",
+             core count, so the sides competed for CPU){others_why}:\n\n\
+             | Round | Order | Kind | Load 1 / 5 / 15 min |{others_head} Duration |\n\
+             |--:|:--|:--|--:|{others_rule}--:|\n",
         );
         for r in &results.rounds {
             let busy = if r.load_avg[0] >= f64::from(h.cores.max(1)) {
@@ -419,9 +441,18 @@ fn host(results: &Results) -> String {
             } else {
                 ""
             };
+            let other = if others.is_empty() {
+                String::new()
+            } else {
+                match others.get(&r.index) {
+                    Some(&o) if crowded > 0.0 && o >= crowded => format!(" {o:.2} ⚠️ |"),
+                    Some(o) => format!(" {o:.2} |"),
+                    None => " |".into(),
+                }
+            };
             let _ = writeln!(
                 body,
-                "| {} | {} | {} | {:.2} / {:.2} / {:.2}{busy} | {} |",
+                "| {} | {} | {} | {:.2} / {:.2} / {:.2}{busy} |{other} {} |",
                 r.index,
                 md::text(&r.order),
                 if r.confirmation {
@@ -445,6 +476,26 @@ fn host(results: &Results) -> String {
         ),
         &body,
     )
+}
+
+/// Per round index, the mean `others_cores` of the multi-threaded rows' samples of that round
+/// (empty when no sample carries one).
+fn others_by_round(results: &Results) -> std::collections::BTreeMap<u32, f64> {
+    let mut sums: std::collections::BTreeMap<u32, (f64, u32)> = Default::default();
+    for b in &results.benches {
+        for side in [&b.base, &b.head].into_iter().flatten() {
+            for x in &side.samples {
+                if let Some(o) = x.others_cores.filter(|o| o.is_finite()) {
+                    let e = sums.entry(x.round).or_default();
+                    e.0 += o;
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(r, (sum, n))| (r, sum / f64::from(n)))
+        .collect()
 }
 
 fn method(results: &Results) -> String {
@@ -706,6 +757,42 @@ mod tests {
             ),
             "{}",
             line(&r)
+        );
+    }
+
+    #[test]
+    fn the_round_table_shows_the_others_cores_only_when_read() {
+        let mut r = fixtures::mixed();
+        let plain = markdown(&r);
+        assert!(!plain.contains("Others' cores"), "no reading, no column");
+        // Rounds 1 and 3 of one benchmark read, both sides alike; round 3 crowded.
+        let b = r
+            .benches
+            .iter_mut()
+            .find(|b| b.base.is_some() && b.head.is_some())
+            .unwrap();
+        for side in [b.base.as_mut().unwrap(), b.head.as_mut().unwrap()] {
+            side.samples = [1, 3]
+                .map(|round| crate::results::RawSample {
+                    round,
+                    others_cores: Some(if round == 3 { 0.96 } else { 0.02 }),
+                    ..Default::default()
+                })
+                .to_vec();
+        }
+        let md = markdown(&r);
+        assert!(md.contains("Others' cores |"), "{md}");
+        let row = |i: u32| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| {i} |")))
+                .unwrap()
+                .to_string()
+        };
+        assert!(row(1).contains("| 0.02 |"), "{}", row(1));
+        assert!(row(3).contains("| 0.96 ⚠️ |"), "{}", row(3));
+        assert_eq!(
+            row(2),
+            "| 2 | BA | measurement | 0.35 / 0.42 / 0.51 | | 38.7 s |"
         );
     }
 

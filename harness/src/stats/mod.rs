@@ -6,11 +6,13 @@
 //! ([`analyze`], [`Phase`], [`suspects`]). Under `policy.rule: resolution` (this repository's
 //! rule) the decision is `resolution`'s instead: every row against its resolution δ with
 //! signed-rank bounds (`rank`). Beside the decision: `noise` (the diagnostics of `harness
-//! noise`), `instructions` (instruction counts into a verdict), `changepoint` (E-divisive over a
+//! noise`), `instructions` (instruction counts into a verdict), `crowding`
+//! (a multi-threaded row measured on a busy machine is ❔), `changepoint` (E-divisive over a
 //! history). The method, its defaults and its references are in `harness/STATS.md`.
 
 mod aggregate;
 mod changepoint;
+mod crowding;
 mod decide;
 mod instructions;
 mod noise;
@@ -30,6 +32,7 @@ pub use aggregate::{
     std_dev, summarize,
 };
 pub use changepoint::{ChangePoint, ChangePointConfig, e_divisive};
+pub use crowding::when_crowded;
 pub use decide::{analyze, noisy, suspects};
 pub use instructions::{INSTRUCTION_STEP, with_instructions};
 pub use noise::{BIMODAL_BC, Interval, NoiseRound, NoiseRow, TAIL_FACTOR, bimodality, diagnose};

@@ -71,6 +71,11 @@ pub struct Policy {
     /// rounds, confirmation rounds, later batches); every bound is taken at `level / looks`, so
     /// the error rates hold whatever the looks decided (Bonferroni over looks).
     pub looks: usize,
+    /// A multi-threaded row measured while other processes kept this many cores busy or more
+    /// (the mean over its rounds of `RawSample::others_cores`) is ❔, whatever it read: it
+    /// shared its CPUs, so its time is not a quiet machine's (`crowding`; STATS.md, "A busy
+    /// machine"). 0 turns it off.
+    pub crowded_cores: f64,
 }
 
 /// Which rule turns rounds into statuses.
@@ -108,9 +113,14 @@ impl Default for Policy {
             resolutions: BTreeMap::new(),
             ok_alpha: 0.05,
             looks: 4,
+            crowded_cores: CROWDED_CORES,
         }
     }
 }
+
+/// `crowded_cores`' default: a quarter of a core, far above an idle 2-vCPU VM's 0.01 and far
+/// below one busy process's 1.0 (STATS.md §18).
+pub const CROWDED_CORES: f64 = 0.25;
 
 /// A policy value out of range, named as `harness.yaml` spells it.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -203,6 +213,13 @@ impl Policy {
                 "ok_alpha",
                 self.ok_alpha.to_string(),
                 "a probability in (0, 1)",
+            ));
+        }
+        if !(self.crowded_cores >= 0.0 && self.crowded_cores.is_finite()) {
+            return Err(bad(
+                "crowded_cores",
+                self.crowded_cores.to_string(),
+                "a non-negative number of cores",
             ));
         }
         if self.looks < 1 {
@@ -379,6 +396,23 @@ mod tests {
         let mut p = Policy::default();
         p.thresholds.insert("x".into(), -0.1);
         assert_eq!(p.validate().unwrap_err().field, "thresholds.x");
+        for bad in [-0.1, f64::NAN, f64::INFINITY] {
+            let p = Policy {
+                crowded_cores: bad,
+                ..Policy::default()
+            };
+            assert_eq!(p.validate().unwrap_err().field, "crowded_cores", "{bad}");
+        }
+        let off = Policy {
+            crowded_cores: 0.0,
+            ..Policy::default()
+        };
+        assert_eq!(off.validate(), Ok(()), "0 turns the rule off");
+        let p: Policy = serde_json::from_str(r#"{"floor": 0.03}"#).unwrap();
+        assert_eq!(
+            p.crowded_cores, CROWDED_CORES,
+            "a recorded policy without it"
+        );
     }
 
     #[test]
