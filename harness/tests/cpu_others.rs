@@ -24,6 +24,15 @@ fn a_spinner_outside_the_tree_is_another_process_and_one_inside_is_not() {
         // Not Linux: nothing to read, and the gate records no others' CPU there.
         return;
     }
+    // What a reading costs (a scan of /proc), printed for the docs' figure.
+    let t = std::time::Instant::now();
+    for _ in 0..20 {
+        cpu_reading().unwrap();
+    }
+    eprintln!(
+        "one reading: {:.2} ms",
+        t.elapsed().as_secs_f64() * 1e3 / 20.0
+    );
     // What the machine does without us: the bounds below are relative to it.
     let quiet = others_over(1.0);
     // Our own child, spinning, then reaped within the second reading's interval.
