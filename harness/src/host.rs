@@ -140,27 +140,29 @@ fn allowed_cpus() -> Vec<usize> {
 /// `allowed` is empty).
 fn parse_cpu_times(stat: &str, allowed: &[usize]) -> Option<(u64, u64, u32)> {
     let (mut busy, mut total, mut cpus) = (0u64, 0u64, 0u32);
-    for line in stat.lines() {
-        let mut f = line.split_whitespace();
-        let Some(n) = f.next().and_then(|n| n.strip_prefix("cpu")) else {
-            continue;
-        };
-        let Ok(n) = n.parse::<usize>() else {
-            continue; // the "cpu" summary line
-        };
+    for (n, v) in cpu_lines(stat) {
         if !allowed.is_empty() && !allowed.contains(&n) {
             continue;
         }
-        // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
-        let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
-        if v.len() < 8 {
-            return None;
-        }
-        busy += v[0] + v[1] + v[2] + v[5] + v[6];
+        let v = v?;
+        let [user, nice, system, _idle, _iowait, irq, softirq, _steal] = v;
+        busy += user + nice + system + irq + softirq;
         total += v.iter().sum::<u64>();
         cpus += 1;
     }
     (cpus > 0).then_some((busy, total, cpus))
+}
+
+/// The `cpuN` lines of `/proc/stat` (not the summary line): N and its first eight fields, user
+/// nice system idle iowait irq softirq steal (guest and guest_nice are already in user and
+/// nice), `None` for a line cut short.
+fn cpu_lines(stat: &str) -> impl Iterator<Item = (usize, Option<[u64; 8]>)> + '_ {
+    stat.lines().filter_map(|line| {
+        let mut f = line.split_whitespace();
+        let n = f.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+        let v: Option<Vec<u64>> = f.take(8).map(|x| x.parse().ok()).collect();
+        Some((n, v.and_then(|v| <[u64; 8]>::try_from(v).ok())))
+    })
 }
 
 /// (parent pid, utime + stime + cutime + cstime) from one `/proc/<pid>/stat`; the command name
@@ -323,18 +325,8 @@ fn cpu_steal(cpu: usize) -> Option<(u64, u64)> {
 }
 
 fn parse_cpu_steal(stat: &str, cpu: usize) -> Option<(u64, u64)> {
-    let name = format!("cpu{cpu}");
-    let line = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    (v.len() == 8).then(|| (v[7], v.iter().sum()))
+    let v = cpu_lines(stat).find(|(n, _)| *n == cpu)?.1?;
+    Some((v[7], v.iter().sum()))
 }
 
 /// One line for a report: "before the rounds: 8.1 % of a spinning thread's 2 s on CPU 1 lost in
