@@ -598,13 +598,10 @@ fn bench_results(
 /// The rows whose readings so far reach `policy.crowded_cores` (`stats::when_crowded` will make
 /// them ❔, so more rounds for them would be time spent for nothing).
 fn crowded_rows(collected: &Collected, policy: &Policy) -> Vec<String> {
-    if policy.crowded_cores <= 0.0 {
-        return Vec::new();
-    }
     collected
         .benches
         .iter()
-        .filter(|(_, c)| others_cores(c).is_some_and(|o| o >= policy.crowded_cores))
+        .filter(|(_, c)| stats::crowded(others_cores(c), policy.crowded_cores))
         .map(|(id, _)| id.clone())
         .collect()
 }

@@ -9,6 +9,12 @@
 
 use super::types::Status;
 
+/// Whether a row whose rounds ran while other processes kept `others_cores` busy on average
+/// was crowded: at least `crowded_cores` (0: never).
+pub fn crowded(others_cores: Option<f64>, crowded_cores: f64) -> bool {
+    crowded_cores > 0.0 && others_cores.is_some_and(|o| o.is_finite() && o >= crowded_cores)
+}
+
 /// `(status, note)` of a row whose rounds ran while other processes kept `others_cores` busy on
 /// average (`None` for a row without the reading): `Some` when that is at least `crowded_cores`
 /// (0: never) and the row had a timing verdict to take away.
@@ -27,7 +33,7 @@ pub fn when_crowded(
             | Status::Improvement
             | Status::NoChange
     );
-    (timed && crowded_cores > 0.0 && others >= crowded_cores).then(|| {
+    (timed && crowded(Some(others), crowded_cores)).then(|| {
         let read = if status == Status::TooNoisy {
             String::new()
         } else {

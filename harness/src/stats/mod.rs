@@ -32,7 +32,7 @@ pub use aggregate::{
     std_dev, summarize,
 };
 pub use changepoint::{ChangePoint, ChangePointConfig, e_divisive};
-pub use crowding::when_crowded;
+pub use crowding::{crowded, when_crowded};
 pub use decide::{analyze, noisy, suspects};
 pub use instructions::{INSTRUCTION_STEP, with_instructions};
 pub use noise::{BIMODAL_BC, Interval, NoiseRound, NoiseRow, TAIL_FACTOR, bimodality, diagnose};
