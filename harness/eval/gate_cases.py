@@ -103,7 +103,8 @@ def prepare(work, rev, cases, cases_dir=CASES):
 def run_cases(a):
     rev = git("rev-parse", a.rev, cwd=REPO)
     pairs = [c.split(":", 1) for c in a.case]
-    cases_dir = Path(a.cases_dir)
+    # Absolute: the patches are applied from inside the work clone.
+    cases_dir = Path(a.cases_dir).resolve()
     for name, _ in pairs:
         if not (cases_dir / f"{name}.patch").is_file():
             raise SystemExit(f"error: --case {name}: no {cases_dir / (name + '.patch')}")
