@@ -29,15 +29,15 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
   --rev "$R" --harness "$H" --all
 # The A/A runs compare this checkout (its own cache dir, apart from the cases' clone). On a new VM
 # that cache is cold, and the first recorded run would time the builds too: while A/A runs are
-# left, one discarded compare of the base with itself (one round) builds both slots first, so
+# left, one discarded compare of the base with itself (two rounds, the fewest it takes) builds both slots first, so
 # every recorded A/A run is warm, as the cases' runs are.
 if [ "$(ls "$OUT"/aa/aa/full-*/run-*/trial.json 2>/dev/null | wc -l)" -lt 40 ]; then
   W=$(mktemp -d /tmp/aa-warm.XXXXXX)
   HOLD=${DECODER_GATE_EVAL_HOLD:-$HOME/.cache/decoder-gate/eval.hold}
   [ -e "$HOLD" ] && echo "[$(date -u +%FT%TZ)] held: aa warm-up waits while $HOLD exists"
   while [ -e "$HOLD" ]; do sleep 5; done
-  echo "[$(date -u +%FT%TZ)] aa warm-up: $AH compare --suite full --rounds 1 (discarded, $W)"
-  timeout 3600 "$AH" compare --repo . --base "$R" --head "$R" --suite full --rounds 1 \
+  echo "[$(date -u +%FT%TZ)] aa warm-up: $AH compare --suite full --rounds 2 (discarded, $W)"
+  timeout 3600 "$AH" compare --repo . --base "$R" --head "$R" --suite full --rounds 2 \
     --format json --out "$W" --fail-on never --no-profile > "$W/log" 2>&1 ||
     echo "aa warm-up exited $? (log $W/log); the A/A runs go on"
 fi
