@@ -32,7 +32,7 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
 # left, one discarded compare of the base with itself builds both slots first, so every recorded
 # A/A run is warm, as the cases' runs are. `--rounds 2` (the fewest the gate takes) shortens only
 # its first pass: the rows still open then get the suite's budget, so it takes about as long as
-# an A/A run plus the cold builds (2026-12-06: about 20 min).
+# an A/A run plus the cold builds (2026-12-06: 16.6 min).
 if [ "$(ls "$OUT"/aa/aa/full-*/run-*/trial.json 2>/dev/null | wc -l)" -lt 40 ]; then
   W=$(mktemp -d /tmp/aa-warm.XXXXXX)
   HOLD=${DECODER_GATE_EVAL_HOLD:-$HOME/.cache/decoder-gate/eval.hold}
