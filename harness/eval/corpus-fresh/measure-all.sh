@@ -35,9 +35,8 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
 # an A/A run plus the cold builds (2026-12-06: 16.6 min).
 if [ "$(ls "$OUT"/aa/aa/full-*/run-*/trial.json 2>/dev/null | wc -l)" -lt 40 ]; then
   W=$(mktemp -d /tmp/aa-warm.XXXXXX)
-  HOLD=${DECODER_GATE_EVAL_HOLD:-$HOME/.cache/decoder-gate/eval.hold}
-  [ -e "$HOLD" ] && echo "[$(date -u +%FT%TZ)] held: aa warm-up waits while $HOLD exists"
-  while [ -e "$HOLD" ]; do sleep 5; done
+  python3 -c "import sys; sys.path.insert(0, 'harness/eval'); import hold
+hold.wait_while_held(print, 'aa warm-up')"
   echo "[$(date -u +%FT%TZ)] aa warm-up: $AH compare --suite full --rounds 2 (discarded, $W)"
   timeout 3600 "$AH" compare --repo . --base "$R" --head "$R" --suite full --rounds 2 \
     --format json --out "$W" --fail-on never --no-profile > "$W/log" 2>&1 ||
