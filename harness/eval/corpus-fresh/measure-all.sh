@@ -32,8 +32,11 @@ python3 harness/eval/corpus/measure.py --corpus harness/eval/corpus-fresh --resu
 # left, one discarded compare of the base with itself builds both slots first, so every recorded
 # A/A run is warm, as the cases' runs are. `--rounds 2` (the fewest the gate takes) shortens only
 # its first pass: the rows still open then get the suite's budget, so it takes about as long as
-# an A/A run plus the cold builds (2026-12-06: 16.6 min).
-if [ "$(ls "$OUT"/aa/aa/full-*/run-*/trial.json 2>/dev/null | wc -l)" -lt 40 ]; then
+# an A/A run plus the cold builds (2026-12-06: 16.6 min). AA_WARM=0 skips it when this VM has
+# already run an A/A compare of the same base (its cache is warm; a session that goes on where the
+# last one stopped on the same VM).
+if [ "${AA_WARM:-1}" != 0 ] &&
+  [ "$(ls "$OUT"/aa/aa/full-*/run-*/trial.json 2>/dev/null | wc -l)" -lt 40 ]; then
   W=$(mktemp -d /tmp/aa-warm.XXXXXX)
   python3 -c "import sys; sys.path.insert(0, 'harness/eval'); import hold
 hold.wait_while_held(print, 'aa warm-up')"
