@@ -84,6 +84,8 @@ def git(*args, cwd):
 
 def prepare(work, rev, cases, cases_dir=CASES):
     """The clone at `work` with branch case/NAME = `rev` + the case's patch, for each case."""
+    # Absolute: `git apply` runs inside the work clone, where a relative path means nothing.
+    cases_dir = Path(cases_dir).resolve()
     if not (work / ".git").is_dir():
         work.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(work)], check=True,
@@ -103,7 +105,6 @@ def prepare(work, rev, cases, cases_dir=CASES):
 def run_cases(a):
     rev = git("rev-parse", a.rev, cwd=REPO)
     pairs = [c.split(":", 1) for c in a.case]
-    # Absolute: the patches are applied from inside the work clone.
     cases_dir = Path(a.cases_dir).resolve()
     for name, _ in pairs:
         if not (cases_dir / f"{name}.patch").is_file():

@@ -425,5 +425,30 @@ class BuildStagesTest(unittest.TestCase):
         self.assertEqual(only_cold, "no warm run yet; apart, cold first runs: 25.0 min")
 
 
+class PrepareTest(unittest.TestCase):
+    def test_a_relative_cases_dir_is_applied_from_inside_the_work_clone(self):
+        # measure-all.sh passes `--cases-dir harness/eval/corpus-fresh`, relative to the
+        # checkout; `git apply` runs in the work clone, so the path must be made absolute.
+        import os
+        rev = gate_cases.git("rev-parse", "HEAD", cwd=gate_cases.REPO)
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "cases").mkdir()
+            (Path(d) / "cases" / "probe.patch").write_text(
+                "diff --git a/eval-prepare-probe.txt b/eval-prepare-probe.txt\n"
+                "new file mode 100644\n--- /dev/null\n+++ b/eval-prepare-probe.txt\n"
+                "@@ -0,0 +1 @@\n+probe\n")
+            before = os.getcwd()
+            os.chdir(d)
+            try:
+                gate_cases.prepare(Path(d) / "work", rev, ["probe"], Path("cases"))
+            finally:
+                os.chdir(before)
+            shown = gate_cases.git("show", "case/probe:eval-prepare-probe.txt",
+                                   cwd=Path(d) / "work")
+            self.assertEqual(shown, "probe")
+            self.assertEqual(gate_cases.git("rev-parse", "case/probe^", cwd=Path(d) / "work"),
+                             rev)
+
+
 if __name__ == "__main__":
     unittest.main()
