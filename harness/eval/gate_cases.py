@@ -509,7 +509,7 @@ def crowding_cell(rows):
         return "none yet"
     means = sorted(m for _, m in rows)
     return (f"{share(sum(1 for c, _ in rows if c), len(rows))} rows; others' cores per row "
-            f"median {statistics.median(means):.2f}, range {means[0]:.2f}-{means[-1]:.2f}")
+            f"median {statistics.median(means):.2f}, range {means[0]:.2f} to {means[-1]:.2f}")
 
 
 def cpu_of(rec):

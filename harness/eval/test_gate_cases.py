@@ -360,7 +360,7 @@ class CrowdingTest(unittest.TestCase):
             self.assertAlmostEqual(max(m for _, m in rows), 0.98)
             cell = gate_cases.crowding_cell(rows)
             self.assertTrue(cell.startswith("1 of 4 "), cell)
-            self.assertIn("median 0.10, range 0.02-0.98", cell)
+            self.assertIn("median 0.10, range 0.02 to 0.98", cell)
             self.assertEqual(gate_cases.crowding_cell([]), "none yet")
 
 
