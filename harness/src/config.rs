@@ -159,6 +159,13 @@ pub struct Suite {
     /// End-to-end cases (keys of `e2e.cases`).
     #[serde(default)]
     pub e2e: Vec<String>,
+    /// Whether the end-to-end cases' decodes are timed base vs head in interleaved rounds
+    /// (default) or only checked for correctness: `false` decodes each check once per side,
+    /// judges those tokens, and reports the speed rows ⏭ with the reason. For a suite whose
+    /// benchmarks already time the same decode (the quick suite's `decode` bench times the tiny
+    /// model's), where the speed rounds would only add time.
+    #[serde(default)]
+    pub e2e_timed: Option<bool>,
     /// Overrides `policy.rounds` for this suite (a quick suite runs fewer).
     #[serde(default)]
     pub rounds: Option<u32>,
@@ -175,6 +182,13 @@ pub struct Suite {
     /// allows. None: the fixed passes only.
     #[serde(default)]
     pub budget_minutes: Option<f64>,
+}
+
+impl Suite {
+    /// Whether this suite times its end-to-end checks (`e2e_timed`, default true).
+    pub fn times_e2e(&self) -> bool {
+        self.e2e_timed.unwrap_or(true)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]

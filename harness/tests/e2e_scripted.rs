@@ -40,6 +40,9 @@ e2e:
 suites:
   quick:
     e2e: [tiny, text]
+  untimed:
+    e2e: [tiny]
+    e2e_timed: false
 "#;
 
 const STEPS: &str = r#"[{"top":[[5,3.0],[6,1.0]]},{"top":[[7,3.0],[8,1.0]]},{"top":[[9,3.0],[8,1.5]]},{"top":[[2,3.0],[1,1.0]]}]"#;
@@ -512,6 +515,78 @@ fn a_head_with_a_slower_decode_step_is_a_speed_red_and_the_same_binary_passes() 
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let v = results_json(&o);
     assert_eq!(row(&v, "speed", "tiny/g1/cpu-f32")["status"], "no_change");
+}
+
+#[test]
+fn an_untimed_suite_judges_one_decode_per_side_and_reports_its_speed_rows_not_run() {
+    let s = Setup::new();
+    let base = s.engine("engine-base", GOOD, &FAST).display().to_string();
+    // 30 % slower, same tokens: a speed red when timed (the test above), nothing here.
+    let slow = s
+        .engine("engine-slow", GOOD, &[1.30, 1.32, 1.29])
+        .display()
+        .to_string();
+    // Step 2 changes: still a correctness red without the speed rounds.
+    let bad = s
+        .engine("engine-bad", "5,7,8,2", &FAST)
+        .display()
+        .to_string();
+    let oracle = s.oracle();
+    let run = |head: &str| {
+        s.harness(&[
+            "compare",
+            "--suite",
+            "untimed",
+            "--base",
+            "HEAD",
+            "--head",
+            "HEAD",
+            "--no-profile",
+            "--device",
+            "cpu",
+            "--engine-bin",
+            &format!("base={base}"),
+            "--engine-bin",
+            &format!("head={head}"),
+            "--oracle-bin",
+            &oracle,
+            "--format",
+            "json",
+        ])
+    };
+    let o = run(&slow);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = results_json(&o);
+    let sp = row(&v, "speed", "tiny/g1/cpu-f32");
+    assert!(sp["status"].is_null(), "{sp}");
+    assert!(sp["change"].is_null(), "{sp}");
+    let why = sp["not_run"].as_str().unwrap_or_default();
+    assert!(why.contains("not timed") && why.contains("untimed"), "{sp}");
+    // One untimed round: one call per side, no confirmation rounds.
+    assert_eq!(
+        sp["base"]["per_round_ms"].as_array().unwrap().len(),
+        1,
+        "{sp}"
+    );
+    assert_eq!(sp["rounds"], 0, "{sp}");
+    assert_eq!(
+        row(&v, "correctness", "tiny/g1/cpu-f32")["status"],
+        "identical"
+    );
+
+    let o = run(&bad);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v = results_json(&o);
+    assert_eq!(
+        row(&v, "correctness", "tiny/g1/cpu-f32")["status"],
+        "diverged"
+    );
+    assert!(row(&v, "speed", "tiny/g1/cpu-f32")["not_run"].is_string());
 }
 
 impl Setup {

@@ -282,8 +282,13 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
         if let (Some(base_exes), Some(head_exes)) = (base_exes, head_exes) {
             if policy.rule == Rule::Resolution || !policy.resolutions.is_empty() {
                 let ids = suite_ids(&plan, [&base_exes, &head_exes]);
-                let e2e_ids: Vec<String> =
-                    e2e_checks.iter().flatten().map(|c| c.id.clone()).collect();
+                // Untimed end-to-end checks (`e2e_timed: false`) have no speed rows to decide.
+                let e2e_ids: Vec<String> = e2e_checks
+                    .iter()
+                    .flatten()
+                    .filter(|_| suite.times_e2e())
+                    .map(|c| c.id.clone())
+                    .collect();
                 check_resolutions(policy, &opts.suite, &ids, &e2e_ids)?;
                 (bench_policy, e2e_policy) = split_alpha(policy, ids.len(), e2e_ids.len());
             }
@@ -371,7 +376,13 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
                 &mut b,
                 &mut h,
                 &e2e_policy,
-                rounds,
+                if suite.times_e2e() {
+                    e2e::SpeedRounds::Timed(rounds)
+                } else {
+                    e2e::SpeedRounds::Untimed {
+                        suite: opts.suite.clone(),
+                    }
+                },
                 opts.e2e.require_cuda,
                 Affinity::from_config(&opts.config.affinity),
                 placement,

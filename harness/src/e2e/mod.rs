@@ -1016,16 +1016,27 @@ impl Measurer for E2eMeasurer<'_> {
     }
 }
 
+/// Whether [`run_compare`] times the checks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SpeedRounds {
+    /// Speed rounds: this many in the first pass, then as [`crate::gate::measure_and_decide`].
+    Timed(u32),
+    /// One untimed round (each check decoded by both sides, for correctness only); the speed
+    /// rows are ⏭, saying that `suite` does not time them (its `e2e_timed: false`).
+    Untimed { suite: String },
+}
+
 /// The end-to-end part of `harness compare`: speed rounds (ABBA, first pass, confirmation rounds
 /// for suspects, final pass: [`crate::gate::measure_and_decide`]) over every check both sides
-/// can run, then each side's correctness from the tokens its timed runs produced.
+/// can run, then each side's correctness from the tokens its timed runs produced. Untimed
+/// ([`SpeedRounds::Untimed`]): one round, whose tokens are judged, and no speed decision.
 pub fn run_compare(
     cfg: &E2eConfig,
     checks: &[Check],
     base: &mut SideEnv,
     head: &mut SideEnv,
     policy: &Policy,
-    rounds: u32,
+    speed_rounds: SpeedRounds,
     require_cuda: bool,
     affinity: Affinity,
     placement: Placement,
@@ -1057,12 +1068,32 @@ pub fn run_compare(
             filter: None,
         })
         .collect();
-    progress.stage(&format!(
-        "e2e: {} check(s), {rounds} interleaved rounds of `engine profile`",
-        checks.len()
-    ));
-    let (collected, benches) =
-        crate::gate::measure_and_decide(&mut m, &plan, policy, rounds, None, None, progress);
+    let (collected, benches) = match &speed_rounds {
+        SpeedRounds::Timed(rounds) => {
+            progress.stage(&format!(
+                "e2e: {} check(s), {rounds} interleaved rounds of `engine profile`",
+                checks.len()
+            ));
+            crate::gate::measure_and_decide(&mut m, &plan, policy, *rounds, None, None, progress)
+        }
+        SpeedRounds::Untimed { suite } => {
+            progress.stage(&format!(
+                "e2e: {} check(s), one decode per side each (suite {suite} does not time them)",
+                checks.len()
+            ));
+            let mut collected = crate::measure::Collected::default();
+            crate::measure::run_rounds(
+                &mut m,
+                &plan,
+                0,
+                1,
+                false,
+                &mut collected,
+                &mut |d, t, w| progress.rounds(d, t, w),
+            );
+            (collected, Vec::new())
+        }
+    };
     m.placement.clear();
     let placed = m.placement.describe();
     let by_id: BTreeMap<&str, &BenchResult> = benches.iter().map(|b| (b.id.as_str(), b)).collect();
@@ -1172,6 +1203,15 @@ pub fn run_compare(
                 row.status = bench.map(|b| b.status);
                 row.note = bench.and_then(|b| b.note.clone());
             }
+        }
+        if let SpeedRounds::Untimed { suite } = &speed_rounds
+            && row.not_run.is_none()
+            && row.status.is_none()
+        {
+            row.not_run = Some(format!(
+                "not timed: suite {suite} checks these decodes for correctness only \
+                 (`e2e_timed: false` in harness.yaml)"
+            ));
         }
         if row.not_run.is_some() {
             row.change = None;
