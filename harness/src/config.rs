@@ -160,8 +160,9 @@ pub struct Suite {
     #[serde(default)]
     pub e2e: Vec<String>,
     /// Whether the end-to-end cases' decodes are timed base vs head in interleaved rounds
-    /// (default) or only checked for correctness: `false` decodes each check once per side,
-    /// judges those tokens, and reports the speed rows ⏭ with the reason. For a suite whose
+    /// (default) or only checked for correctness: `false` runs one round of each check (the
+    /// decodes `e2e.runs` / `e2e.measurement_s` ask for, per side), judges their tokens, decides
+    /// no speed, and reports the speed rows ⏭ with the reason. For a suite whose
     /// benchmarks already time the same decode (the quick suite's `decode` bench times the tiny
     /// model's), where the speed rounds would only add time.
     #[serde(default)]

@@ -1021,8 +1021,9 @@ impl Measurer for E2eMeasurer<'_> {
 pub enum SpeedRounds {
     /// Speed rounds: this many in the first pass, then as [`crate::gate::measure_and_decide`].
     Timed(u32),
-    /// One untimed round (each check decoded by both sides, for correctness only); the speed
-    /// rows are ⏭, saying that `suite` does not time them (its `e2e_timed: false`).
+    /// One round (each check decoded by both sides as a round does, for correctness only: no
+    /// speed is decided); the speed rows are ⏭ without numbers, saying that `suite` does not
+    /// time them (its `e2e_timed: false`).
     Untimed { suite: String },
 }
 
@@ -1078,7 +1079,7 @@ pub fn run_compare(
         }
         SpeedRounds::Untimed { suite } => {
             progress.stage(&format!(
-                "e2e: {} check(s), one decode per side each (suite {suite} does not time them)",
+                "e2e: {} check(s), one round of decodes per side, for correctness (suite {suite} does not time them)",
                 checks.len()
             ));
             let mut collected = crate::measure::Collected::default();
@@ -1212,6 +1213,9 @@ pub fn run_compare(
                 "not timed: suite {suite} checks these decodes for correctness only \
                  (`e2e_timed: false` in harness.yaml)"
             ));
+            // One round's times decide nothing: no numbers beside the ⏭ to be read as a
+            // comparison (a ⏭ row for want of a device has none either).
+            (row.base, row.head, row.graph_flag) = (None, None, None);
         }
         if row.not_run.is_some() {
             row.change = None;
