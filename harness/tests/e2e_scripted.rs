@@ -469,27 +469,7 @@ fn a_head_with_a_slower_decode_step_is_a_speed_red_and_the_same_binary_passes() 
         .engine("engine-slow", GOOD, &[1.30, 1.32, 1.29])
         .display()
         .to_string();
-    let oracle = s.oracle();
-    let run = |head: &str| {
-        s.harness(&[
-            "compare",
-            "--base",
-            "HEAD",
-            "--head",
-            "HEAD",
-            "--no-profile",
-            "--device",
-            "cpu",
-            "--engine-bin",
-            &format!("base={base}"),
-            "--engine-bin",
-            &format!("head={head}"),
-            "--oracle-bin",
-            &oracle,
-            "--format",
-            "json",
-        ])
-    };
+    let run = |head: &str| s.compare_cpu("quick", &base, head);
     let o = run(&slow);
     assert_eq!(
         o.status.code(),
@@ -531,29 +511,7 @@ fn an_untimed_suite_judges_one_decode_per_side_and_reports_its_speed_rows_not_ru
         .engine("engine-bad", "5,7,8,2", &FAST)
         .display()
         .to_string();
-    let oracle = s.oracle();
-    let run = |head: &str| {
-        s.harness(&[
-            "compare",
-            "--suite",
-            "untimed",
-            "--base",
-            "HEAD",
-            "--head",
-            "HEAD",
-            "--no-profile",
-            "--device",
-            "cpu",
-            "--engine-bin",
-            &format!("base={base}"),
-            "--engine-bin",
-            &format!("head={head}"),
-            "--oracle-bin",
-            &oracle,
-            "--format",
-            "json",
-        ])
-    };
+    let run = |head: &str| s.compare_cpu("untimed", &base, head);
     let o = run(&slow);
     assert_eq!(
         o.status.code(),
@@ -586,6 +544,31 @@ fn an_untimed_suite_judges_one_decode_per_side_and_reports_its_speed_rows_not_ru
 }
 
 impl Setup {
+    /// `harness compare --suite SUITE` of HEAD with itself on the CPU checks, the given engine
+    /// binaries as base and head and the fake oracle, results as JSON on stdout.
+    fn compare_cpu(&self, suite: &str, base: &str, head: &str) -> Output {
+        self.harness(&[
+            "compare",
+            "--suite",
+            suite,
+            "--base",
+            "HEAD",
+            "--head",
+            "HEAD",
+            "--no-profile",
+            "--device",
+            "cpu",
+            "--engine-bin",
+            &format!("base={base}"),
+            "--engine-bin",
+            &format!("head={head}"),
+            "--oracle-bin",
+            &self.oracle(),
+            "--format",
+            "json",
+        ])
+    }
+
     fn cache_file(&self, rel: &str) -> String {
         // The per-repository cache dir is `<cache>/<repo name>-<hash>`.
         let dir = fs::read_dir(&self.cache)
