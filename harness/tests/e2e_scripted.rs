@@ -498,7 +498,7 @@ fn a_head_with_a_slower_decode_step_is_a_speed_red_and_the_same_binary_passes() 
 }
 
 #[test]
-fn an_untimed_suite_judges_one_decode_per_side_and_reports_its_speed_rows_not_run() {
+fn an_untimed_suite_judges_one_round_of_decodes_and_reports_its_speed_rows_not_run() {
     let s = Setup::new();
     let base = s.engine("engine-base", GOOD, &FAST).display().to_string();
     // 30 % slower, same tokens: a speed red when timed (the test above), nothing here.

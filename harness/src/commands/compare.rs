@@ -283,12 +283,11 @@ pub fn compare(opts: &CompareOptions, progress: &dyn Progress) -> anyhow::Result
             if policy.rule == Rule::Resolution || !policy.resolutions.is_empty() {
                 let ids = suite_ids(&plan, [&base_exes, &head_exes]);
                 // Untimed end-to-end checks (`e2e_timed: false`) have no speed rows to decide.
-                let e2e_ids: Vec<String> = e2e_checks
-                    .iter()
-                    .flatten()
-                    .filter(|_| suite.times_e2e())
-                    .map(|c| c.id.clone())
-                    .collect();
+                let e2e_ids: Vec<String> = if suite.times_e2e() {
+                    e2e_checks.iter().flatten().map(|c| c.id.clone()).collect()
+                } else {
+                    Vec::new()
+                };
                 check_resolutions(policy, &opts.suite, &ids, &e2e_ids)?;
                 (bench_policy, e2e_policy) = split_alpha(policy, ids.len(), e2e_ids.len());
             }
