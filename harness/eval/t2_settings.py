@@ -13,7 +13,10 @@ rounds, three ways (results/t2-settings/README.md says what each reading would m
   S2  both executables serving at once, samples alternating ABBA (the gate's paired sampling:
       0.2 s warm-up each, 10 samples a side of 60 ms on the slower side);
   S1  each executable serving alone: started, warmed up, its 10 samples, closed; then the other
-      (the same sample length as S2 would choose, from the two warm-ups).
+      (the same sample length as S2 would choose, from the two warm-ups);
+  CM  with --together REGEX: as C, but each criterion process runs every benchmark REGEX
+      matches, one after another in the bench's order, as the truth's processes do (its filter
+      names all of a case's two-thread rows).
 
 Each round runs every mode for every row, the modes' order rotating round by round and the sides'
 order alternating. A round's number per mode and side is the lower quartile of ns per iteration
@@ -21,7 +24,8 @@ over its samples (the gate's, harness/STATS.md §2); per mode and row the Hodges
 of the per-round log ratio with its exact signed-rank 95 % interval (ground_truth.py's).
 Raw samples go to OUT.
 
-    python3 harness/eval/t2_settings.py BASE_EXE CASE_EXE ROUNDS OUT.json ID [ID ...]
+    python3 harness/eval/t2_settings.py [--modes C,S2,S1,CM] [--together REGEX] \\
+        BASE_EXE CASE_EXE ROUNDS OUT.json ID [ID ...]
 
 Standard library only; every child has a deadline (procs.py).
 """
@@ -48,14 +52,24 @@ SERVE_DEADLINE_S = 120
 MODES = ('C', 'S2', 'S1')
 
 
-def criterion_pair(exe, bench_id, order, scratch):
-    """One adjacent pair of criterion processes: {side: ns per iteration (lower quartile)}."""
+def criterion_pair(exe, filt, order, scratch):
+    """One adjacent pair of criterion processes running the benchmarks `filt` matches:
+    {side: {id: ns per iteration (lower quartile)}}."""
     out = {}
     for s in order:
         home = Path(scratch) / f'home-{s}'
-        v = ground_truth.measure(exe[s], '^' + bench_id + '$', CRIT_ARGS, home, timeout=300)
-        out[s] = v[bench_id]
+        out[s] = ground_truth.measure(exe[s], filt, CRIT_ARGS, home, timeout=300)
     return out
+
+
+def criterion_round(exe, filt, order, scratch):
+    """PAIRS adjacent pairs, the sides' order alternating: (pairs, {id: median log ratio})."""
+    pairs = []
+    for p in range(PAIRS):
+        pairs.append(criterion_pair(exe, filt, order if p % 2 == 0 else order[::-1], scratch))
+    ids = set.intersection(*(set(p['base']) & set(p['case']) for p in pairs))
+    return pairs, {i: st.median(math.log(p['case'][i] / p['base'][i]) for p in pairs)
+                   for i in ids}
 
 
 class Server:
@@ -158,27 +172,44 @@ def summary(lrs):
 
 
 def main():
-    if len(sys.argv) < 6:
+    args = sys.argv[1:]
+    modes_asked, together = MODES, None
+    while args and args[0].startswith('--'):
+        if args[0] == '--modes' and len(args) > 1:
+            modes_asked = tuple(args[1].split(','))
+        elif args[0] == '--together' and len(args) > 1:
+            together = args[1]
+        else:
+            sys.exit(__doc__)
+        args = args[2:]
+    if len(args) < 5 or not set(modes_asked) <= set(MODES + ('CM',)) or \
+            (('CM' in modes_asked) != (together is not None)):
         sys.exit(__doc__)
-    exe = {'base': sys.argv[1], 'case': sys.argv[2]}
-    rounds, out, ids = int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5:]
+    exe = {'base': args[0], 'case': args[1]}
+    rounds, out, ids = int(args[2]), Path(args[3]), args[4:]
     scratch = tempfile.mkdtemp(prefix='t2-settings-')
-    raw = {i: {m: [] for m in MODES} for i in ids}
+    raw = {i: {m: [] for m in modes_asked} for i in ids}
     started = time.time()
     try:
         for r in range(rounds):
             order = ('base', 'case') if r % 2 == 0 else ('case', 'base')
-            modes = MODES[r % 3:] + MODES[:r % 3]
+            per_id = [m for m in modes_asked if m != 'CM']
+            k = r % len(per_id) if per_id else 0
+            modes = per_id[k:] + per_id[:k]
+            if 'CM' in modes_asked:
+                pairs, lrs = criterion_round(exe, together, order, scratch)
+                for i in ids:
+                    if i in lrs:
+                        raw[i]['CM'].append({'round': r, 'pairs': [
+                            {s: p[s][i] for s in p} for p in pairs], 'log_ratio': lrs[i]})
             for i in ids:
                 n = None
                 for m in modes:
                     if m == 'C':
-                        pairs = []
-                        for p in range(PAIRS):
-                            o = order if p % 2 == 0 else order[::-1]
-                            pairs.append(criterion_pair(exe, i, o, scratch))
-                        lr = st.median(math.log(p['case'] / p['base']) for p in pairs)
-                        raw[i]['C'].append({'round': r, 'pairs': pairs, 'log_ratio': lr})
+                        pairs, lrs = criterion_round(exe, '^' + i + '$', order, scratch)
+                        raw[i]['C'].append({'round': r, 'pairs': [{s: p[s][i] for s in p}
+                                                                   for p in pairs],
+                                            'log_ratio': lrs[i]})
                     elif m == 'S2':
                         got, n = serve_both(exe, i, order)
                         raw[i]['S2'].append({'round': r, 'n': n, 'samples': got,
@@ -200,15 +231,16 @@ def main():
                    'settings': {'criterion': CRIT_ARGS, 'pairs': PAIRS, 'serve':
                                 {'warm_up_s': WARM_UP_S, 'measurement_s': MEASUREMENT_S,
                                  'samples': SAMPLES}},
+                   'modes': list(modes_asked), 'together': together,
                    'summary': {i: {m: summary([x['log_ratio'] for x in raw[i][m]])
-                                   for m in MODES} for i in ids},
+                                   for m in modes_asked} for i in ids},
                    'raw': raw}
             out.write_text(json.dumps(res, indent=1))
             print(f'round {r + 1}/{rounds} done {time.strftime("%T")}', flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for i in ids:
-        for m in MODES:
+        for m in modes_asked:
             s = res['summary'][i][m]
             if s and None not in s['ci95_pct']:
                 print(f'{i:32} {m:3} {s["change_pct"]:+6.1f} % '
