@@ -18,6 +18,9 @@ rounds, three ways (results/t2-settings/README.md says what each reading would m
       matches, one after another in the bench's order, as the truth's processes do (its filter
       names all of a case's two-thread rows).
 
+BASE_EXE and CASE_EXE may each be a comma-separated list of executables (the same build linked in
+several function orders, noise/relink.sh): round r runs element r mod len of each side's list.
+
 Each round runs every mode for every row, the modes' order rotating round by round and the sides'
 order alternating. A round's number per mode and side is the lower quartile of ns per iteration
 over its samples (the gate's, harness/STATS.md §2); per mode and row the Hodges-Lehmann estimate
@@ -185,7 +188,7 @@ def main():
     if len(args) < 5 or not set(modes_asked) <= set(MODES + ('CM',)) or \
             (('CM' in modes_asked) != (together is not None)):
         sys.exit(__doc__)
-    exe = {'base': args[0], 'case': args[1]}
+    exes = {'base': args[0].split(','), 'case': args[1].split(',')}
     rounds, out, ids = int(args[2]), Path(args[3]), args[4:]
     scratch = tempfile.mkdtemp(prefix='t2-settings-')
     raw = {i: {m: [] for m in modes_asked} for i in ids}
@@ -193,6 +196,7 @@ def main():
     try:
         for r in range(rounds):
             order = ('base', 'case') if r % 2 == 0 else ('case', 'base')
+            exe = {s: v[r % len(v)] for s, v in exes.items()}
             per_id = [m for m in modes_asked if m != 'CM']
             k = r % len(per_id) if per_id else 0
             modes = per_id[k:] + per_id[:k]
@@ -200,19 +204,19 @@ def main():
                 pairs, lrs = criterion_round(exe, together, order, scratch)
                 for i in ids:
                     if i in lrs:
-                        raw[i]['CM'].append({'round': r, 'pairs': [
+                        raw[i]['CM'].append({'round': r, 'exe': exe, 'pairs': [
                             {s: p[s][i] for s in p} for p in pairs], 'log_ratio': lrs[i]})
             for i in ids:
                 n = None
                 for m in modes:
                     if m == 'C':
                         pairs, lrs = criterion_round(exe, '^' + i + '$', order, scratch)
-                        raw[i]['C'].append({'round': r, 'pairs': [{s: p[s][i] for s in p}
+                        raw[i]['C'].append({'round': r, 'exe': exe, 'pairs': [{s: p[s][i] for s in p}
                                                                    for p in pairs],
                                             'log_ratio': lrs[i]})
                     elif m == 'S2':
                         got, n = serve_both(exe, i, order)
-                        raw[i]['S2'].append({'round': r, 'n': n, 'samples': got,
+                        raw[i]['S2'].append({'round': r, 'exe': exe, 'n': n, 'samples': got,
                                              'log_ratio': math.log(lq(got['case']) /
                                                                    lq(got['base']))})
                     else:
@@ -224,10 +228,10 @@ def main():
                                 for s in order:
                                     probe[s].close()
                         got = serve_alone(exe, i, order, n)
-                        raw[i]['S1'].append({'round': r, 'n': n, 'samples': got,
+                        raw[i]['S1'].append({'round': r, 'exe': exe, 'n': n, 'samples': got,
                                              'log_ratio': math.log(lq(got['case']) /
                                                                    lq(got['base']))})
-            res = {'exe': exe, 'rounds': r + 1, 'wall_s': round(time.time() - started),
+            res = {'exe': exes, 'rounds': r + 1, 'wall_s': round(time.time() - started),
                    'settings': {'criterion': CRIT_ARGS, 'pairs': PAIRS, 'serve':
                                 {'warm_up_s': WARM_UP_S, 'measurement_s': MEASUREMENT_S,
                                  'samples': SAMPLES}},
