@@ -48,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+import ground_truth
 import hold
 import procs
 import saved
@@ -238,24 +239,64 @@ def case_runs(out, ground, ground_t2=None, ground_sampling=None):
     when there is one, and with `ground_sampling` a sampling row's from
     `ground_sampling/CASE/ground-truth.json`, each marked with its method: `"paired"` for
     ground_truth.py --paired (corpus/README.md, finding 6 and step 2's third two-thread method),
-    `"device"` for corpus/device_t2.py (a dedicated machine, step 2)."""
+    `"device"` for corpus/device_t2.py (a dedicated machine, step 2).
+    `ground_t2` may name several directories, comma-separated: sittings of the same truth at
+    different times, whose rounds are pooled (`pooled_sittings`; the third corpus's procedure,
+    corpus-third/README.md, from results/t2-settings/)."""
     if not Path(out).is_dir():  # a corpus with no gate run yet under this condition
         return
     for case_dir in sorted(p for p in Path(out).iterdir() if p.is_dir()):
         truth_file = Path(ground) / case_dir.name / "ground-truth.json"
         truth = json.loads(truth_file.read_text())["rows"] if truth_file.is_file() else {}
         for extra, rows_of in ((ground_t2, "two"), (ground_sampling, "sampling")):
-            f = Path(extra) / case_dir.name / "ground-truth.json" if extra else None
-            if f is not None and f.is_file():
-                rec = json.loads(f.read_text())
-                method = "paired" if rec.get("paired") else "device"
-                for bid, row in rec["rows"].items():
-                    if row_kind(bid) == rows_of:
-                        truth[bid] = {**row, "method": method}
+            recs = []
+            for d in (str(extra).split(",") if extra else []):
+                f = Path(d) / case_dir.name / "ground-truth.json"
+                if f.is_file():
+                    recs.append(json.loads(f.read_text()))
+            for bid, row in pooled_sittings(recs).items():
+                if row_kind(bid) == rows_of:
+                    truth[bid] = row
         for run in sorted(case_dir.glob("run-*")):
             res_file = saved.find(run / "results.json")
             res = saved.load_json(res_file) if res_file is not None else None
             yield case_dir.name, run, truth, res
+
+
+def pooled_sittings(recs):
+    """One truth per row from one or more ground_truth.py records of the same case (sittings at
+    different times): with one, its rows as they are; with more, each row's rounds (`log_ratios`)
+    pooled over the sittings that have it, and the Hodges-Lehmann estimate and exact signed-rank
+    95 % interval taken again over them (ground_truth.py's), each sitting's own kept in
+    `sittings`. A row's method is "paired" only if every sitting's is.
+
+    Where two sittings' intervals do not overlap, the row's cost moved with the machine's state
+    between them (results/t2-settings/README.md): its rounds are then two clusters, not one
+    sample, and the pooled signed-rank interval (which assumes one distribution symmetric about
+    the change) would sit narrow between them. The interval is then the hull of the sittings'
+    intervals, and `disagree` says so: a truth that cannot say which state a run will meet."""
+    rows = {}
+    for rec in recs:
+        method = "paired" if rec.get("paired") else "device"
+        for bid, row in rec["rows"].items():
+            rows.setdefault(bid, []).append({**row, "method": method})
+    out = {}
+    for bid, got in rows.items():
+        if len(got) == 1:
+            out[bid] = got[0]
+            continue
+        d = [x for g in got for x in g["log_ratios"]]
+        est, lo, hi = ground_truth.hodges_lehmann(d)
+        own = [g["ci95"] for g in got]
+        disagree = max(b[0] for b in own) > min(b[1] for b in own)
+        if disagree:
+            lo, hi = min(b[0] for b in own), max(b[1] for b in own)
+        out[bid] = {"rounds": len(d), "log_ratios": d, "change": est, "ci95": [lo, hi],
+                    "disagree": disagree,
+                    "method": ("paired" if all(g["method"] == "paired" for g in got)
+                               else "device"),
+                    "sittings": [{"change": g["change"], "ci95": g["ci95"]} for g in got]}
+    return out
 
 
 def pct(x):
@@ -318,6 +359,10 @@ def table(a):
             true_s = f"{pct(t['change'])} [{pct(tlo)}, {pct(thi)}]"
             if t.get("method") in ("device", "paired"):
                 true_s += f" ({t['method']})"
+            if t.get("disagree"):
+                true_s += " (its sittings disagree: " + "; ".join(
+                    f"{pct(x['change'])} [{pct(x['ci95'][0])}, {pct(x['ci95'][1])}]"
+                    for x in t["sittings"]) + ")"
         else:
             true_s = "not measured" if r["reach"] else "not measured, outside the patch's reach"
         kind, check = r["kind"], ""
@@ -714,7 +759,7 @@ def main():
                    help="where the cases are: their reach.json, if any, gives each case's reach")
     t.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     t.add_argument("--ground-t2", default=None,
-                   help="the two-thread rows' ground truth from a dedicated machine, if any")
+                   help="the two-thread rows' ground truth, if any (several sittings: DIR,DIR)")
     t.add_argument("--ground-sampling", default=None,
                    help="the sampling rows' ground truth of the paired processes, if any")
     b = sub.add_parser("buckets")
@@ -723,7 +768,7 @@ def main():
     b.add_argument("--cases-dir", default=str(CASES))
     b.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
     b.add_argument("--ground-t2", default=None,
-                   help="the two-thread rows' ground truth from a dedicated machine, if any")
+                   help="the two-thread rows' ground truth, if any (several sittings: DIR,DIR)")
     b.add_argument("--ground-sampling", default=None,
                    help="the sampling rows' ground truth of the paired processes, if any")
     h = sub.add_parser("headline")
@@ -734,7 +779,8 @@ def main():
     h.add_argument("--aa", default=None, help="evaluate.py aa's --out-dir of the A/A runs")
     h.add_argument("--cases-dir", default=str(CASES))
     h.add_argument("--ground", default=str(GROUND), help="the ground-truth directory")
-    h.add_argument("--ground-t2", default=None)
+    h.add_argument("--ground-t2", default=None,
+                   help="the two-thread rows' ground truth, if any (several sittings: DIR,DIR)")
     h.add_argument("--ground-sampling", default=None)
     h.add_argument("--quick", default=None,
                    help="the quick suite's runs (gate_cases.py run … NAME:quick): wall time")

@@ -1,6 +1,7 @@
 """Unit tests of gate_cases.py's reach and row reading (standard library only)."""
 
 import json
+import statistics
 import math
 import re
 import tempfile
@@ -169,6 +170,49 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(sorted(rows), [("single", "≥ 10 %", "regression"),
                                             ("single", "≥ 10 %", "regression"),
                                             ("two", "< δ", "regression")])
+
+    def test_two_sittings_of_a_two_thread_truth_are_pooled(self):
+        # One sitting all at 0 %, the other all at +20 %: their intervals apart, the pooled
+        # interval is their hull, which settles neither ±δ nor δ + 1 % (the counting leaves the
+        # row out); one sitting alone is taken as it is.
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "truth" / "c").mkdir(parents=True)
+            (d / "truth" / "c" / "ground-truth.json").write_text(json.dumps({"rows": {}}))
+            run = d / "quiet" / "c" / "run-001"
+            run.mkdir(parents=True)
+            (run / "results.json").write_text(json.dumps({"benches": []}))
+            early = [0.001 * i - 0.005 for i in range(12)]
+            late = [0.18 + 0.001 * i for i in range(12)]
+            for name, lrs in (("t2", early), ("t2-late", late)):
+                (d / name / "c").mkdir(parents=True)
+                (d / name / "c" / "ground-truth.json").write_text(json.dumps({
+                    "paired": True, "rows": {"matmul/f16_t2/1x256x256": {
+                        "log_ratios": lrs, "change": statistics.median(lrs),
+                        "ci95": [min(lrs), max(lrs)]}}}))
+            [(_, _, one, _)] = list(gate_cases.case_runs(d / "quiet", d / "truth", d / "t2"))
+            self.assertAlmostEqual(one["matmul/f16_t2/1x256x256"]["change"],
+                                   statistics.median(early))
+            [(_, _, both, _)] = list(gate_cases.case_runs(
+                d / "quiet", d / "truth", f"{d / 't2'},{d / 't2-late'}"))
+            row = both["matmul/f16_t2/1x256x256"]
+            self.assertEqual(row["rounds"], 24)
+            self.assertEqual(row["method"], "paired")
+            self.assertEqual(len(row["sittings"]), 2)
+            self.assertTrue(row["disagree"])
+            self.assertEqual(row["ci95"], [min(early), max(late)])
+            self.assertTrue(0.0 < row["change"] < 0.18)
+            # Sittings that agree: the rounds pooled, the interval their signed-rank one.
+            (d / "t2-late" / "c" / "ground-truth.json").write_text(json.dumps({
+                "paired": True, "rows": {"matmul/f16_t2/1x256x256": {
+                    "log_ratios": [x + 0.002 for x in early], "change": 0.0,
+                    "ci95": [min(early), max(early) + 0.002]}}}))
+            [(_, _, both, _)] = list(gate_cases.case_runs(
+                d / "quiet", d / "truth", f"{d / 't2'},{d / 't2-late'}"))
+            row = both["matmul/f16_t2/1x256x256"]
+            self.assertFalse(row["disagree"])
+            lo, hi = row["ci95"]
+            self.assertTrue(min(early) < lo < row["change"] < hi < max(early) + 0.002)
 
     def test_sampling_rows_count_only_with_the_paired_truth(self):
         with tempfile.TemporaryDirectory() as d:
