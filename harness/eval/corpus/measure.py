@@ -19,6 +19,11 @@ Per case, in this order:
   Both paired steps passed their A/A (README.md step 2, 2026-12-04), so the default runs them.
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
+  truth-t2-late
+            truth-t2 again after the gate's runs, a second sitting at least their length later
+            (the third corpus's procedure: a two-thread row's cost moves with the machine's
+            state, results/t2-settings/README.md; gate_cases.py pools the two sittings)
+            -> ../results/corpus/ground-truth-t2-late/CASE/ground-truth.json
 
 One host kind per case: every step of a case runs on the CPU model its first step ran on
 (`../results/corpus/hosts.json`, written as steps finish). Sessions land on different VMs (AMD
@@ -30,7 +35,7 @@ and stepping are recorded too (`cpu_id`, `step_ids`) and compared where a case h
 model name ("AMD EPYC") covers more than one generation (finding 16).
 
 Before the first step: the base revision given (--rev, the same for every case) has the corpus's
-pinned engine (git diff of its `engine/` against ENGINE_COMMIT). Every side of every step is
+pinned engine (git diff of its `engine/` against ENGINE_COMMIT, or `--engine`'s commit). Every side of every step is
 built from that revision (plus the case's patch), so what `engine/` is at HEAD does not matter.
 
 Another corpus (`--corpus DIR`: its patches and reach.json, e.g. ../corpus-fresh) keeps its
@@ -112,8 +117,8 @@ def rows_filter(reach, rows):
     return "|".join(f"^{re.escape(b)}$" for b in ids) or None
 
 
-def engine_pinned(rev):
-    return subprocess.run(["git", "diff", "--quiet", ENGINE_COMMIT, rev, "--", "engine"],
+def engine_pinned(rev, engine=ENGINE_COMMIT):
+    return subprocess.run(["git", "diff", "--quiet", engine, rev, "--", "engine"],
                           cwd=REPO, timeout=60).returncode == 0
 
 
@@ -209,6 +214,11 @@ def step(name, case, cmd, done, partial=()):
     record_host(case, name, host_cpu(), host_cpu_id())
 
 
+# How long after the first two-thread sitting ended the second may start: about the gate's two
+# runs of a case (results/t2-settings/README.md: the cost of a two-thread change moved with the
+# machine's state over minutes; one 11-minute sitting saw one state).
+LATE_AFTER_S = 25 * 60
+
 TEST_TARGET = Path.home() / ".cache" / "decoder-gate" / "corpus-tests-target"
 
 
@@ -252,8 +262,12 @@ def main():
                          "older than the repository's harness.yaml needs the file of its time, "
                          "e.g. `git show 349aca8:harness.yaml` for the corpus's binary (it knows "
                          "no `placement:` key)")
+    ap.add_argument("--engine", default=ENGINE_COMMIT,
+                    help=f"the commit whose engine/ the corpus's patches are made against "
+                         f"(default {ENGINE_COMMIT}, the first two corpora's)")
     ap.add_argument("--steps", default="truth,truth-sampling,truth-t2,quiet,one-core",
-                    help="of test, truth, truth-sampling, truth-t2, quiet, one-core (the paired "
+                    help="of test, truth, truth-sampling, truth-t2, quiet, one-core, "
+                         "truth-t2-late (the paired "
                          "steps' methods passed their A/A, README.md step 2; `test`: cargo test "
                          "with the patch first, a case that fails is not measured)")
     ap.add_argument("--corpus", type=Path, default=HERE,
@@ -270,8 +284,8 @@ def main():
     for c in cases:
         if c not in reach:
             raise SystemExit(f"error: {c}: not a case of {HERE / 'reach.json'}")
-    if not engine_pinned(a.rev):
-        raise SystemExit(f"error: {a.rev}'s engine/ differs from {ENGINE_COMMIT}: the corpus is "
+    if not engine_pinned(a.rev, a.engine):
+        raise SystemExit(f"error: {a.rev}'s engine/ differs from {a.engine}'s: the corpus is "
                          "measured on that engine (README.md, step 3)")
     steps = a.steps.split(",")
     py = sys.executable
@@ -309,8 +323,10 @@ def main():
                 raise SystemExit(f"error: {rel(done)} was measured with --placement "
                                  f"{truth_placement(done)}, this run asks for {a.placement}")
             step("truth", c, cmd, done)
-        for name, rows, target in (("truth-sampling", SAMPLING_ROWS, "sampling"),
-                                   ("truth-t2", T2_ROWS, "matmul")):
+        paired_steps = (("truth-sampling", SAMPLING_ROWS, "sampling"),
+                        ("truth-t2", T2_ROWS, "matmul"), ("truth-t2-late", T2_ROWS, "matmul"))
+
+        def paired_truth(name, rows, target):
             filt = rows_filter(reach[c]["reach"], rows)
             if name in steps and filt:
                 out = RESULTS / f"ground-{name}"
@@ -320,6 +336,9 @@ def main():
                        "--filter", filt, "--out", str(out)]
                 cmd += ["--placement", str(a.placement)] if a.placement else []
                 step(name, c, cmd, out / c / "ground-truth.json")
+
+        for ps in paired_steps[:2]:
+            paired_truth(*ps)
         for cond, load in (("quiet", "none"), ("one-core", "one-core")):
             if cond in steps:
                 cmd = [py, str(EVAL / "gate_cases.py"), "run", "--harness", a.harness,
@@ -330,6 +349,16 @@ def main():
                 done = [r / "run.json" for r in runs if ran(r / "run.json")]
                 step(cond, c, cmd, done[0] if done else RESULTS / cond / c / "run-001" / "run.json",
                      partial=[] if done else runs)
+        first = RESULTS / "ground-truth-t2" / c / "ground-truth.json"
+        late = RESULTS / "ground-truth-t2-late" / c / "ground-truth.json"
+        if "truth-t2-late" in steps and first.exists() and not late.exists():
+            # The second sitting only means something apart from the first in time.
+            wait = LATE_AFTER_S - (time.time() - first.stat().st_mtime)
+            if wait > 0:
+                log(f"{c} truth-t2-late: waiting {wait / 60:.0f} min, {LATE_AFTER_S // 60} min "
+                    "after the first sitting ended")
+                time.sleep(wait)
+        paired_truth(*paired_steps[2])
 
 
 if __name__ == "__main__":
