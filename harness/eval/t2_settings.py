@@ -211,8 +211,8 @@ def main():
                 for m in modes:
                     if m == 'C':
                         pairs, lrs = criterion_round(exe, '^' + i + '$', order, scratch)
-                        raw[i]['C'].append({'round': r, 'exe': exe, 'pairs': [{s: p[s][i] for s in p}
-                                                                   for p in pairs],
+                        raw[i]['C'].append({'round': r, 'exe': exe,
+                                            'pairs': [{s: p[s][i] for s in p} for p in pairs],
                                             'log_ratio': lrs[i]})
                     elif m == 'S2':
                         got, n = serve_both(exe, i, order)

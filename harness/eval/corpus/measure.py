@@ -35,8 +35,9 @@ and stepping are recorded too (`cpu_id`, `step_ids`) and compared where a case h
 model name ("AMD EPYC") covers more than one generation (finding 16).
 
 Before the first step: the base revision given (--rev, the same for every case) has the corpus's
-pinned engine (git diff of its `engine/` against ENGINE_COMMIT, or `--engine`'s commit). Every side of every step is
-built from that revision (plus the case's patch), so what `engine/` is at HEAD does not matter.
+pinned engine (git diff of its `engine/` against ENGINE_COMMIT, or `--engine`'s commit). Every
+side of every step is built from that revision (plus the case's patch), so what `engine/` is at
+HEAD does not matter.
 
 Another corpus (`--corpus DIR`: its patches and reach.json, e.g. ../corpus-fresh) keeps its
 results apart (`--results DIR`, with its own hosts.json). `--placement N` measures every truth
@@ -45,8 +46,9 @@ averaged over N function orders per side (ground_truth.py --placement), the quan
 
 Usage:
   python3 harness/eval/corpus/measure.py --rev SHA --harness target/release/harness \\
-      [--steps truth,truth-sampling,truth-t2,quiet,one-core] CASE...     (or --all: every case of reach.json)
-      [--corpus DIR --results DIR --placement N --config FILE]
+      [--steps truth,truth-sampling,truth-t2,quiet,one-core,truth-t2-late] CASE...
+      (or --all: every case of reach.json)
+      [--corpus DIR --results DIR --placement N --config FILE --engine COMMIT]
 A step waits to start while the hold file exists (hold.py: a pause asked for from outside,
 between steps, never within one). Standard library only. Every child process has a deadline.
 """
