@@ -156,8 +156,10 @@ def serve_alone(exe, bench_id, order, n):
     return got
 
 
-def lq(v):
-    return ground_truth.lower_quartile(v)
+def served_log_ratio(got):
+    """A served round's ln(case / base): each side's lower quartile of ns per iteration."""
+    lq = ground_truth.lower_quartile
+    return math.log(lq(got['case']) / lq(got['base']))
 
 
 def pct(x):
@@ -217,8 +219,7 @@ def main():
                     elif m == 'S2':
                         got, n = serve_both(exe, i, order)
                         raw[i]['S2'].append({'round': r, 'exe': exe, 'n': n, 'samples': got,
-                                             'log_ratio': math.log(lq(got['case']) /
-                                                                   lq(got['base']))})
+                                             'log_ratio': served_log_ratio(got)})
                     else:
                         if n is None:
                             probe = {s: Server(exe[s], i) for s in order}
@@ -229,8 +230,7 @@ def main():
                                     probe[s].close()
                         got = serve_alone(exe, i, order, n)
                         raw[i]['S1'].append({'round': r, 'exe': exe, 'n': n, 'samples': got,
-                                             'log_ratio': math.log(lq(got['case']) /
-                                                                   lq(got['base']))})
+                                             'log_ratio': served_log_ratio(got)})
             res = {'exe': exes, 'rounds': r + 1, 'wall_s': round(time.time() - started),
                    'settings': {'criterion': CRIT_ARGS, 'pairs': PAIRS, 'serve':
                                 {'warm_up_s': WARM_UP_S, 'measurement_s': MEASUREMENT_S,
