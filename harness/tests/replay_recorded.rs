@@ -13,6 +13,10 @@
 //!   changed; they now replay through the snapshot like every other run.)
 //!
 //! The samples are real measurements from this repository's evaluation, not scripted ones.
+//!
+//! Committing a newly saved run adds its line to the snapshot, so the commit that adds results
+//! also runs `INSTA_UPDATE=always cargo test -p harness --test replay_recorded` and checks that
+//! the snapshot's diff only adds lines (a changed line is a moved verdict, above).
 
 use std::path::{Path, PathBuf};
 
