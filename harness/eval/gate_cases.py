@@ -267,8 +267,8 @@ def pooled_sittings(recs):
     """One truth per row from one or more ground_truth.py records of the same case (sittings at
     different times): with one, its rows as they are; with more, each row's rounds (`log_ratios`)
     pooled over the sittings that have it, and the Hodges-Lehmann estimate and exact signed-rank
-    95 % interval taken again over them (ground_truth.py's), each sitting's own kept in
-    `sittings`. A row's method is "paired" only if every sitting's is.
+    95 % interval taken again over them (ground_truth.py's, turned from log ratios into
+    fractions as it does), each sitting's own kept in `sittings`. A row's method is "paired" only if every sitting's is.
 
     Where two sittings' intervals do not overlap, the row's cost moved with the machine's state
     between them (results/t2-settings/README.md): its rounds are then two clusters, not one
@@ -286,7 +286,10 @@ def pooled_sittings(recs):
             out[bid] = got[0]
             continue
         d = [x for g in got for x in g["log_ratios"]]
-        est, lo, hi = ground_truth.hodges_lehmann(d)
+        # The rounds are log ratios; a row's change and bounds are fractions, as ground_truth.py
+        # writes them (expm1 of the log-scale estimate and bounds).
+        est, lo, hi = (None if x is None else math.expm1(x)
+                       for x in ground_truth.hodges_lehmann(d))
         own = [g["ci95"] for g in got]
         disagree = max(b[0] for b in own) > min(b[1] for b in own)
         if disagree:

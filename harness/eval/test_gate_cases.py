@@ -9,6 +9,7 @@ import unittest
 from pathlib import Path
 
 import gate_cases
+import ground_truth
 
 
 class ReachTest(unittest.TestCase):
@@ -172,9 +173,17 @@ class BucketTest(unittest.TestCase):
                                             ("two", "< δ", "regression")])
 
     def test_two_sittings_of_a_two_thread_truth_are_pooled(self):
-        # One sitting all at 0 %, the other all at +20 %: their intervals apart, the pooled
-        # interval is their hull, which settles neither ±δ nor δ + 1 % (the counting leaves the
-        # row out); one sitting alone is taken as it is.
+        # Records as ground_truth.py writes them: rounds as log ratios, change and interval as
+        # fractions (expm1). One sitting near +0 %, the other near +60 % (log 0.47: large enough
+        # that a log ratio read as a fraction is off by far more than the checks' tolerance).
+        # Their intervals apart, the pooled interval is their hull, which settles neither ±δ
+        # nor δ + 1 % (the counting leaves the row out); one sitting alone is taken as it is.
+        def record(lrs):
+            est, lo, hi = ground_truth.hodges_lehmann(lrs)
+            return json.dumps({"paired": True, "rows": {"matmul/f16_t2/1x256x256": {
+                "rounds": len(lrs), "log_ratios": lrs, "change": math.expm1(est),
+                "ci95": [math.expm1(lo), math.expm1(hi)]}}})
+
         with tempfile.TemporaryDirectory() as d:
             d = Path(d)
             (d / "truth" / "c").mkdir(parents=True)
@@ -183,16 +192,13 @@ class BucketTest(unittest.TestCase):
             run.mkdir(parents=True)
             (run / "results.json").write_text(json.dumps({"benches": []}))
             early = [0.001 * i - 0.005 for i in range(12)]
-            late = [0.18 + 0.001 * i for i in range(12)]
+            late = [0.47 + 0.001 * i for i in range(12)]
             for name, lrs in (("t2", early), ("t2-late", late)):
                 (d / name / "c").mkdir(parents=True)
-                (d / name / "c" / "ground-truth.json").write_text(json.dumps({
-                    "paired": True, "rows": {"matmul/f16_t2/1x256x256": {
-                        "log_ratios": lrs, "change": statistics.median(lrs),
-                        "ci95": [min(lrs), max(lrs)]}}}))
+                (d / name / "c" / "ground-truth.json").write_text(record(lrs))
             [(_, _, one, _)] = list(gate_cases.case_runs(d / "quiet", d / "truth", d / "t2"))
             self.assertAlmostEqual(one["matmul/f16_t2/1x256x256"]["change"],
-                                   statistics.median(early))
+                                   math.expm1(statistics.median(early)))
             [(_, _, both, _)] = list(gate_cases.case_runs(
                 d / "quiet", d / "truth", f"{d / 't2'},{d / 't2-late'}"))
             row = both["matmul/f16_t2/1x256x256"]
@@ -200,19 +206,24 @@ class BucketTest(unittest.TestCase):
             self.assertEqual(row["method"], "paired")
             self.assertEqual(len(row["sittings"]), 2)
             self.assertTrue(row["disagree"])
-            self.assertEqual(row["ci95"], [min(early), max(late)])
-            self.assertTrue(0.0 < row["change"] < 0.18)
-            # Sittings that agree: the rounds pooled, the interval their signed-rank one.
-            (d / "t2-late" / "c" / "ground-truth.json").write_text(json.dumps({
-                "paired": True, "rows": {"matmul/f16_t2/1x256x256": {
-                    "log_ratios": [x + 0.002 for x in early], "change": 0.0,
-                    "ci95": [min(early), max(early) + 0.002]}}}))
+            lo_early = json.loads(record(early))["rows"]["matmul/f16_t2/1x256x256"]["ci95"][0]
+            hi_late = json.loads(record(late))["rows"]["matmul/f16_t2/1x256x256"]["ci95"][1]
+            self.assertEqual(row["ci95"], [lo_early, hi_late])
+            self.assertTrue(lo_early < row["change"] < hi_late)
+            # Sittings that agree, both near +60 %: the rounds pooled, the interval their
+            # signed-rank one, in fractions: between the sittings' own changes, not their logs.
+            (d / "t2" / "c" / "ground-truth.json").write_text(record(late))
+            (d / "t2-late" / "c" / "ground-truth.json").write_text(
+                record([x + 0.002 for x in late]))
             [(_, _, both, _)] = list(gate_cases.case_runs(
                 d / "quiet", d / "truth", f"{d / 't2'},{d / 't2-late'}"))
             row = both["matmul/f16_t2/1x256x256"]
             self.assertFalse(row["disagree"])
             lo, hi = row["ci95"]
-            self.assertTrue(min(early) < lo < row["change"] < hi < max(early) + 0.002)
+            first, second = (s["change"] for s in row["sittings"])
+            self.assertTrue(math.expm1(min(late)) < lo < row["change"] < hi
+                            < math.expm1(max(late) + 0.002))
+            self.assertTrue(first < row["change"] < second)
 
     def test_sampling_rows_count_only_with_the_paired_truth(self):
         with tempfile.TemporaryDirectory() as d:
