@@ -465,9 +465,9 @@ def method_noise(bid, truth):
 def bucket_rows(out, ground, reach_of, ground_t2=None, ground_sampling=None):
     """(threads, bucket, status) of every gate row that has a ground truth, in every run under
     `out`, and the runs' `run.json` records (wall time, build stages). A two-thread row counts
-    only with a truth from the dedicated machine (`ground_t2`), a sampling row only with one of the paired processes
+    only with a truth of the paired processes (`ground_t2`), a sampling row likewise
     (`ground_sampling`): this VM's plain rounds are method noise for them (corpus/README.md,
-    step 2's amendments, finding 6)."""
+    step 2's amendments, finding 6; see `truth_method`)."""
     rows, metas = [], []
     for case, run, truth, res in case_runs(out, ground, ground_t2, ground_sampling):
         meta = run / "run.json"
