@@ -268,7 +268,8 @@ def pooled_sittings(recs):
     different times): with one, its rows as they are; with more, each row's rounds (`log_ratios`)
     pooled over the sittings that have it, and the Hodges-Lehmann estimate and exact signed-rank
     95 % interval taken again over them (ground_truth.py's, turned from log ratios into
-    fractions as it does), each sitting's own kept in `sittings`. A row's method is "paired" only if every sitting's is.
+    fractions as it does), each sitting's own kept in `sittings`. A row's method is "paired"
+    only if every sitting's is.
 
     Where two sittings' intervals do not overlap, the row's cost moved with the machine's state
     between them (results/t2-settings/README.md): its rounds are then two clusters, not one
@@ -286,8 +287,6 @@ def pooled_sittings(recs):
             out[bid] = got[0]
             continue
         d = [x for g in got for x in g["log_ratios"]]
-        # The rounds are log ratios; a row's change and bounds are fractions, as ground_truth.py
-        # writes them (expm1 of the log-scale estimate and bounds).
         est, lo, hi = (None if x is None else math.expm1(x)
                        for x in ground_truth.hodges_lehmann(d))
         own = [g["ci95"] for g in got]
