@@ -267,8 +267,8 @@ def pooled_sittings(recs):
     """One truth per row from one or more ground_truth.py records of the same case (sittings at
     different times): with one, its rows as they are; with more, each row's rounds (`log_ratios`)
     pooled over the sittings that have it, and the Hodges-Lehmann estimate and exact signed-rank
-    95 % interval taken again over them (ground_truth.py's, turned from log ratios into
-    fractions as it does), each sitting's own kept in `sittings`. A row's method is "paired"
+    95 % interval taken again over them (`ground_truth.truth_row`, as each sitting's was),
+    each sitting's own kept in `sittings`. A row's method is "paired"
     only if every sitting's is.
 
     Where two sittings' intervals do not overlap, the row's cost moved with the machine's state
@@ -287,14 +287,12 @@ def pooled_sittings(recs):
             out[bid] = got[0]
             continue
         d = [x for g in got for x in g["log_ratios"]]
-        est, lo, hi = (None if x is None else math.expm1(x)
-                       for x in ground_truth.hodges_lehmann(d))
+        pooled = ground_truth.truth_row(d)
         own = [g["ci95"] for g in got]
         disagree = max(b[0] for b in own) > min(b[1] for b in own)
         if disagree:
-            lo, hi = min(b[0] for b in own), max(b[1] for b in own)
-        out[bid] = {"rounds": len(d), "log_ratios": d, "change": est, "ci95": [lo, hi],
-                    "disagree": disagree,
+            pooled["ci95"] = [min(b[0] for b in own), max(b[1] for b in own)]
+        out[bid] = {**pooled, "disagree": disagree,
                     "method": ("paired" if all(g["method"] == "paired" for g in got)
                                else "device"),
                     "sittings": [{"change": g["change"], "ci95": g["ci95"]} for g in got]}

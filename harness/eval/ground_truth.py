@@ -150,6 +150,13 @@ def hodges_lehmann(d, confidence=0.95):
     return est, walsh[cut - 1], walsh[m - cut]
 
 
+def truth_row(d):
+    """A row's truth from its rounds' log ratios `d`: the Hodges-Lehmann estimate and 95 %
+    interval, each turned from a log ratio into a fraction (expm1), beside the rounds."""
+    est, lo, hi = (None if x is None else math.expm1(x) for x in hodges_lehmann(d))
+    return {"rounds": len(d), "log_ratios": d, "change": est, "ci95": [lo, hi]}
+
+
 # ----------------------------------------------------------------------------------------------
 
 
@@ -380,10 +387,7 @@ def main():
         else:
             d = [math.log(c[bid] / b[bid]) for b, c in zip(per_round["base"], per_round["case"])
                  if b.get(bid) and c.get(bid)]
-        est, lo, hi = hodges_lehmann(d)
-        rows[bid] = {"rounds": len(d), "log_ratios": d, "change": math.expm1(est),
-                     "ci95": [None if lo is None else math.expm1(lo),
-                              None if hi is None else math.expm1(hi)]}
+        rows[bid] = truth_row(d)
         if a.paired:
             rows[bid]["pair_log_ratios"] = [p[bid][1] for p in paired if bid in p]
     out = Path(a.out) / a.case
