@@ -268,8 +268,8 @@ def pooled_sittings(recs):
     different times): with one, its rows as they are; with more, each row's rounds (`log_ratios`)
     pooled over the sittings that have it, and the Hodges-Lehmann estimate and exact signed-rank
     95 % interval taken again over them (`ground_truth.truth_row`, as each sitting's was),
-    each sitting's own kept in `sittings`. A row's method is "paired"
-    only if every sitting's is.
+    each sitting's own kept in `sittings`. A row's method is "paired" only if every sitting's
+    is.
 
     Where two sittings' intervals do not overlap, the row's cost moved with the machine's state
     between them (results/t2-settings/README.md): its rounds are then two clusters, not one
