@@ -1,7 +1,9 @@
-"""Unit tests of corpus/measure.py's one-host-kind-per-case rule."""
+"""Unit tests of corpus/measure.py's one-host-kind-per-case rule and its sitting times."""
 
 import importlib.util
 import json
+import os
+import subprocess
 import tempfile
 import unittest
 from pathlib import Path
@@ -82,3 +84,29 @@ class HostsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SittingEndedTest(unittest.TestCase):
+    def test_a_fresh_clones_mtime_gives_way_to_the_commit_time(self):
+        with tempfile.TemporaryDirectory() as d:
+            git = ["git", "-C", d, "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(["git", "init", "-q", d], check=True)
+            f = Path(d) / "ground-truth.json"
+            f.write_text("{}\n")
+            subprocess.run(git + ["add", f.name], check=True)
+            env = dict(os.environ, GIT_COMMITTER_DATE="2026-12-06T21:56:40Z")
+            subprocess.run(git + ["commit", "-qm", "first sitting"], check=True, env=env)
+            committed = 1796594200.0  # 2026-12-06T21:56:40Z
+            os.utime(f, (committed + 36000, committed + 36000))  # as a checkout ten hours on
+            self.assertEqual(measure.sitting_ended(f), committed)
+            os.utime(f, (committed - 60, committed - 60))  # written before it was committed
+            self.assertEqual(measure.sitting_ended(f), committed - 60)
+            f.write_text("{ }\n")  # changed since: the commit says nothing of this version
+            os.utime(f, (committed + 36000, committed + 36000))
+            self.assertEqual(measure.sitting_ended(f), committed + 36000)
+
+    def test_a_file_outside_git_keeps_its_mtime(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "ground-truth.json"
+            f.write_text("{}\n")
+            self.assertEqual(measure.sitting_ended(f), f.stat().st_mtime)

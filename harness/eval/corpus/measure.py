@@ -221,6 +221,25 @@ def step(name, case, cmd, done, partial=()):
 # machine's state over minutes; one 11-minute sitting saw one state).
 LATE_AFTER_S = 25 * 60
 
+
+def sitting_ended(path):
+    """When a truth file was written, at the latest: its mtime or, where git holds it unchanged,
+    the time of the last commit that changed it if that is earlier (a fresh clone sets every
+    mtime to the checkout's time, which would make the second sitting wait as if the first had
+    just ended)."""
+    ended = path.stat().st_mtime
+    try:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
+                               capture_output=True, text=True, timeout=30)
+        added = subprocess.run(["git", "log", "-1", "--format=%ct", "--", path.name],
+                               cwd=path.parent, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ended
+    if dirty.returncode == 0 and not dirty.stdout.strip() and added.stdout.strip().isdigit():
+        ended = min(ended, float(added.stdout.strip()))
+    return ended
+
+
 TEST_TARGET = Path.home() / ".cache" / "decoder-gate" / "corpus-tests-target"
 
 
@@ -355,7 +374,7 @@ def main():
         late = RESULTS / "ground-truth-t2-late" / c / "ground-truth.json"
         if "truth-t2-late" in steps and first.exists() and not late.exists():
             # The second sitting only means something apart from the first in time.
-            wait = LATE_AFTER_S - (time.time() - first.stat().st_mtime)
+            wait = LATE_AFTER_S - (time.time() - sitting_ended(first))
             if wait > 0:
                 log(f"{c} truth-t2-late: waiting {wait / 60:.0f} min, {LATE_AFTER_S // 60} min "
                     "after the first sitting ended")
