@@ -82,10 +82,6 @@ class HostsTest(unittest.TestCase):
         self.assertEqual(hosts["new"]["step_ids"]["quiet"], "family 25 model 1 stepping 1")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class SittingEndedTest(unittest.TestCase):
     def test_a_fresh_clones_mtime_gives_way_to_the_commit_time(self):
         with tempfile.TemporaryDirectory() as d:
@@ -110,3 +106,7 @@ class SittingEndedTest(unittest.TestCase):
             f = Path(d) / "ground-truth.json"
             f.write_text("{}\n")
             self.assertEqual(measure.sitting_ended(f), f.stat().st_mtime)
+
+
+if __name__ == "__main__":
+    unittest.main()

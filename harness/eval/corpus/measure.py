@@ -231,12 +231,12 @@ def sitting_ended(path):
     try:
         dirty = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
                                capture_output=True, text=True, timeout=30)
-        added = subprocess.run(["git", "log", "-1", "--format=%ct", "--", path.name],
-                               cwd=path.parent, capture_output=True, text=True, timeout=30)
+        changed = subprocess.run(["git", "log", "-1", "--format=%ct", "--", path.name],
+                                 cwd=path.parent, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return ended
-    if dirty.returncode == 0 and not dirty.stdout.strip() and added.stdout.strip().isdigit():
-        ended = min(ended, float(added.stdout.strip()))
+    if dirty.returncode == 0 and not dirty.stdout.strip() and changed.stdout.strip().isdigit():
+        ended = min(ended, float(changed.stdout.strip()))
     return ended
 
 
