@@ -1,15 +1,18 @@
 //! `engine`: a native ONNX decoder inference engine.
 //!
-//! Layers, bottom up: [`tensor`], [`dtype`], [`error`], [`cache`] and [`clock`] (low level, no
-//! engine imports) → [`backend`] (the primitive trait, the CPU kernels, the CUDA device; it imports only
-//! the low-level modules) → [`ops`] (ONNX op semantics lowered onto backend primitives, one file
-//! per op family, one registry of supported ops) → [`onnx`] (model loading) and [`exec`]
-//! (planning and running a graph) → [`package`] (model directories and I/O resolution) →
-//! [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool), [`sampling`] (the
-//! logits-processor chain and the seeded sampler that picks each token) and [`text`] (tokenizer,
-//! chat template) → [`decode`] (the greedy decoders `engine profile` times: the CPU session and
-//! the fused CUDA llama decoder) → [`profile`] and the `engine` binary. [`tiny`] builds the
-//! deterministic test model; [`llama`], [`gguf`] and [`convert`] build and provision real ones.
+//! Layers, bottom up: [`tensor`], [`dtype`], [`error`], [`cache`] and [`clock`] (low level: they
+//! import nothing above them) → [`backend`] (the primitive trait, the CPU kernels, the CUDA
+//! device; it imports only the low-level modules) → [`onnx`] (model loading) → [`ops`] (ONNX op
+//! semantics lowered onto backend primitives, one file per op family, one registry of supported
+//! ops) → [`exec`] (planning and running a graph) → [`package`] (model directories and I/O
+//! resolution) → [`session`] (prefill + KV-cache decode over the [`kv_cache`] page pool),
+//! [`sampling`] (the logits-processor chain and the seeded sampler that picks each token) and
+//! [`text`] (tokenizer, chat template) → [`decode`] (the greedy decoders `engine profile` times:
+//! the CPU session, the fused CUDA llama decoder and the generic executor on CUDA) → [`profile`]
+//! and the `engine` binary. [`bandwidth`] (the host's read-bandwidth probe) sits on
+//! `backend::cpu`. [`tiny`] builds the deterministic test model; [`llama`], [`gguf`] and
+//! [`convert`] build and provision real ones. The `pub mod` lines below are alphabetical; this
+//! list is the order.
 
 pub mod backend;
 pub mod bandwidth;

@@ -1,5 +1,7 @@
-//! The `engine` command line: `tiny` builds the deterministic test package, `generate` decodes
-//! a prompt, `profile` times decodes (`engine-profile/1`). Glue only: the work lives in the library.
+//! The `engine` command line: `tiny` builds the deterministic test package, `convert` and `fetch`
+//! provision a real one (GGUF → package), `generate` decodes a prompt, `profile` times decodes
+//! (`engine-profile/1`), `bandwidth` probes the host's read bandwidth. Glue only: the work lives
+//! in the library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

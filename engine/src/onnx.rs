@@ -1,6 +1,6 @@
 //! ONNX model loading: decodes `model.onnx` with prost, reads initializers (inline and external
 //! data) into host tensors, and checks the graph's wiring. Also the inverse for writers
-//! (`tensor_to_proto`), used by `engine tiny`.
+//! (`tensor_to_proto`), used by the tests' graph builder (`tests/common`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;

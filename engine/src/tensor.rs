@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 
-use crate::backend::cpu::Panels;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -99,15 +98,21 @@ impl Data {
     }
 }
 
+/// A backend's own layout of a constant tensor's values, carried beside them
+/// ([`Tensor::with_prepared`]; the CPU backend's packed matrix-vector panels). Opaque here, so
+/// that this module stays below the backends: it imports no engine module above it.
+pub trait Prepared: std::any::Any + Send + Sync + std::fmt::Debug {}
+
 /// A dense row-major tensor on the host.
 #[derive(Clone, Debug)]
 pub struct Tensor {
     shape: Vec<usize>,
     data: Arc<Data>,
-    /// The same values re-laid for the matrix-vector kernel, on a constant MatMul weight
+    /// The same values re-laid by a backend for one of its kernels (the CPU backend's packed
+    /// matrix-vector panels), on a constant MatMul weight
     /// ([`crate::backend::Backend::prepare_weight`]); every other tensor has none, and a
     /// reshape drops it.
-    panels: Option<Arc<Panels>>,
+    prepared: Option<Arc<dyn Prepared>>,
 }
 
 /// Equal shape and values (the packed copy is the same values).
@@ -130,7 +135,7 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: Arc::new(data),
-            panels: None,
+            prepared: None,
         })
     }
 
@@ -140,7 +145,7 @@ impl Tensor {
         Tensor {
             shape,
             data: Arc::new(data),
-            panels: None,
+            prepared: None,
         }
     }
 
@@ -194,21 +199,22 @@ impl Tensor {
         Ok(Tensor {
             shape,
             data: self.data.clone(),
-            panels: None,
+            prepared: None,
         })
     }
 
-    /// This tensor with its packed copy for the matrix-vector kernel.
-    pub(crate) fn with_panels(&self, panels: Panels) -> Tensor {
+    /// This tensor with a backend's re-laid copy of its values beside them.
+    pub(crate) fn with_prepared(&self, prepared: impl Prepared) -> Tensor {
         Tensor {
-            panels: Some(Arc::new(panels)),
+            prepared: Some(Arc::new(prepared)),
             ..self.clone()
         }
     }
 
-    /// The packed copy, when this is a prepared MatMul weight.
-    pub(crate) fn panels(&self) -> Option<&Panels> {
-        self.panels.as_deref()
+    /// The re-laid copy, when this is a prepared weight and the copy is a `P`.
+    pub(crate) fn prepared<P: Prepared>(&self) -> Option<&P> {
+        let p: &dyn std::any::Any = self.prepared.as_deref()?;
+        p.downcast_ref()
     }
 
     /// Elements converted to f32 (exact for every stored type but large i64/i32).

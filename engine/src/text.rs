@@ -1,6 +1,6 @@
 //! Text in and out: the package's `tokenizer.json` through the `tokenizers` crate, end-of-sequence
 //! ids and the chat template from `tokenizer_config.json`, and a writer for byte-level BPE
-//! `tokenizer.json` files (used by `engine tiny`).
+//! `tokenizer.json` files (used by `engine tiny` and `engine convert`).
 //!
 //! Chat templates: the engine does not run Jinja. It supports the ChatML family (templates that
 //! wrap turns in `<|im_start|>role\n … <|im_end|>\n`, as SmolLM2's does), including a default

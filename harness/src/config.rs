@@ -278,8 +278,8 @@ pub struct Deadlines {
     /// workspace takes about 10 minutes on 2 cores; 60 leaves room for a slow runner.
     pub build_s: f64,
     /// One benchmark on one pair of processes (a serving pair's whole round, or one criterion
-    /// run), and one listing or probe of a bench executable. A round of one benchmark takes
-    /// about a second.
+    /// run). A round of one benchmark takes about a second. (Listings and probes of a bench
+    /// executable have a fixed minute, `process::LIST_DEADLINE`.)
     pub bench_s: f64,
     /// One end-to-end call: an `engine profile` or `oracle decode` run, or one serving engine's
     /// whole session for a check (SmolLM2's CPU check takes about a minute per side).

@@ -1,16 +1,16 @@
 //! `harness`: the regression gate. Its modules form one chain of stages, each depending only on
 //! those before it (`tests/module_graph.rs` fails on an import cycle):
 //!
-//! [`vocab`] (sides, devices, failures), [`progress`] and [`process`] (children under deadlines)
-//! → [`stats`] (pure decision functions) →
-//! [`config`] (`harness.yaml`) → [`results`] (the saved-run data model) → [`host`], [`git`]
-//! (revisions, slots), [`cache`] (the cache layout), [`placement`] (the linker wrapper and
-//! relinks in another function order), [`build`] (cargo in each slot) →
-//! [`measure`] (interleaved rounds of criterion executables, paired serving) → [`gate`]
-//! (measurements → decisions, replays) → [`e2e`] (end-to-end correctness and decode speed
-//! through each revision's binaries) → [`report`] (terminal, markdown, JSON) → [`actions`],
-//! [`post`] (GitHub) and [`hook`] (the pre-push hook) → [`history`] (the benchmark history on
-//! main) → [`alert`] (an issue per change point) → [`commands`] (one file per subcommand).
+//! [`vocab`] (sides, devices, failures) → [`stats`] (pure decision functions) →
+//! [`config`] (`harness.yaml`) → [`results`] (the saved-run data model) → [`process`] (children
+//! under deadlines), [`host`], [`git`] (revisions, slots), [`placement`] (the linker wrapper and
+//! relinks in another function order), [`progress`] → [`build`] (cargo in each slot), [`cache`]
+//! (the cache layout) → [`measure`] (interleaved rounds of criterion executables, paired
+//! serving) → [`gate`] (measurements → decisions, replays) → [`e2e`] (end-to-end correctness and
+//! decode speed through each revision's binaries) → [`report`] (terminal, markdown, JSON) →
+//! [`actions`], [`post`] (GitHub) and [`hook`] (the pre-push hook) → [`history`] (the benchmark
+//! history on main) → [`alert`] (an issue per change point) → [`commands`] (one file per
+//! subcommand). The same order as ARCHITECTURE.md's harness section.
 
 pub mod actions;
 pub mod alert;

@@ -487,6 +487,99 @@ fn harness_modules_depend_on_each_other_one_way() {
     );
 }
 
+/// The engine's bottom layers (ARCHITECTURE.md, invariant 6, and `engine/src/lib.rs`): the
+/// low-level modules import only each other, and `backend/` only them and itself, so neither
+/// learns about ONNX, graphs or sessions, and the backends sit on the tensor, never the other
+/// way round. The engine is a separate crate; its source is read here because this test already
+/// reads import lines (the engine's tests link the engine, which this rule is not about).
+const ENGINE_LOW: [&str; 5] = ["tensor", "dtype", "error", "cache", "clock"];
+
+/// Every import of `src_dir`'s low-level modules and backends that reaches above them, one line
+/// each (empty: the layers hold).
+fn upward_imports(src_dir: &Path) -> Vec<String> {
+    let allowed = |from: &str| -> Vec<&str> {
+        match from {
+            "backend" => ENGINE_LOW.iter().copied().chain(["backend"]).collect(),
+            f if ENGINE_LOW.contains(&f) => ENGINE_LOW.to_vec(),
+            _ => Vec::new(),
+        }
+    };
+    let mut found = Vec::new();
+    for (from, tos) in graph(src_dir) {
+        let Some(f) = from.first() else { continue };
+        let ok = allowed(f);
+        if ok.is_empty() {
+            continue;
+        }
+        for to in tos.iter().filter(|to| !ok.contains(&to[0].as_str())) {
+            found.push(format!("{} imports {}", name(&from), name(to)));
+        }
+    }
+    found
+}
+
+#[test]
+fn engine_low_level_modules_and_backends_import_nothing_above_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src");
+    assert!(
+        src.join("backend").is_dir(),
+        "no engine source at {}",
+        src.display()
+    );
+    let found = upward_imports(&src);
+    assert!(
+        found.is_empty(),
+        "engine layers broken (a low-level module or a backend depends on something above it; \
+         hand it what it needs from below, or move the type down):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn an_upward_engine_import_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |rel: &str, text: &str| {
+        let p = src.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "pub mod backend;\npub mod ops;\npub mod tensor;\npub mod dtype;\n",
+    );
+    write("dtype.rs", "pub enum DType {}\n");
+    write(
+        "tensor.rs",
+        "use crate::dtype::DType;\npub struct Tensor(DType);\n",
+    );
+    write(
+        "backend/mod.rs",
+        "pub mod cpu;\npub use cpu::Panels;\npub trait Backend {}\n",
+    );
+    write(
+        "backend/cpu.rs",
+        "use crate::tensor::Tensor;\npub struct Panels;\npub fn f(_: &Tensor) {}\n",
+    );
+    write("ops.rs", "use crate::backend::Backend;\n");
+    assert_eq!(upward_imports(src), Vec::<String>::new());
+
+    // The tensor reaching up into a backend (through its facade).
+    write(
+        "tensor.rs",
+        "use crate::backend::Panels;\npub struct Tensor(Option<Panels>);\n",
+    );
+    assert_eq!(upward_imports(src), vec!["tensor imports backend::cpu"]);
+
+    // A backend reaching up into the op layer; test code may.
+    write("tensor.rs", "pub struct Tensor;\n");
+    write(
+        "backend/cpu.rs",
+        "pub struct Panels;\npub fn f(_: &crate::ops::Op) {}\n#[cfg(test)]\nmod tests {\n    use crate::ops;\n}\n",
+    );
+    assert_eq!(upward_imports(src), vec!["backend::cpu imports ops"]);
+}
+
 /// The check has teeth: a scratch copy of a small crate with a cycle put in is caught, at both
 /// levels, and the same crate without it passes.
 #[test]

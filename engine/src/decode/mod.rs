@@ -1,6 +1,6 @@
 //! Greedy decoders that `engine profile` times: the [`Decoder`] trait, what one decode gives
 //! back ([`DecodeRun`]) and the device counters of the `engine-profile/1` report
-//! ([`CudaGraphStats`], [`DeviceKvStats`]). Two implementations: [`cpu`] (exactly what `engine
+//! ([`CudaGraphStats`], [`DeviceKvStats`]). Three implementations: [`cpu`] (exactly what `engine
 //! generate` runs: `Session::generate` on the CPU backend), [`cuda_llama`] (the fused llama
 //! decode path, feature `cuda`; without it a stub of the same name whose constructor fails with
 //! "engine was built without the `cuda` feature") and `cuda_generic` (feature `cuda`: the

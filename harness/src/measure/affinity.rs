@@ -2,9 +2,11 @@
 //! a single-threaded benchmark run on one CPU, the same one. The same split (single-threaded or
 //! not) says which rows may be timed in thread CPU time (`affinity.clock`, `measure::clock`).
 //!
-//! Why: the engine's CPU backend runs a matmul on its rayon pool even with one thread
-//! (`pool.install`: the calling thread hands the work to the pool's worker and sleeps until it
-//! is done), so each call is two cross-thread wake-ups. On this 2-vCPU VM a wake-up of a thread
+//! Why, as measured when it was introduced: the engine's CPU backend then ran a matmul on its
+//! rayon pool even with one thread (`pool.install`: the calling thread handed the work to the
+//! pool's worker and slept until it was done), so each call was two cross-thread wake-ups. (It
+//! now runs one-thread work on the caller, `CpuBackend::in_pool`; the pinning stayed, and the
+//! full-suite A/A figures since are with it.) On this 2-vCPU VM a wake-up of a thread
 //! on the *other*, idle vCPU costs tens of µs (the idle vCPU has to be woken by the hypervisor),
 //! one on the same vCPU a plain context switch. Where the scheduler happened to place a
 //! process's two threads then decided its speed for its whole life: in the full-suite A/A

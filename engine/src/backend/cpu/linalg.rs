@@ -92,7 +92,7 @@ pub(super) fn matmul(be: &CpuBackend, a: &Tensor, b: &Tensor) -> Result<Tensor> 
         bail!("MatMul: dtype mismatch {} vs {}", a.dtype(), b.dtype());
     }
     let plan = Plan::new(a.shape(), b.shape())?;
-    if let Some(p) = b.panels()
+    if let Some(p) = b.prepared::<Panels>()
         && plan.m * plan.batches.len() == 1
     {
         return Ok(Tensor::from_parts(plan.out_shape, panels_matvec(be, a, p)?));
@@ -692,14 +692,14 @@ mod tests {
                 let a = Tensor::f32(sa, data(sa.iter().product(), 11)).unwrap();
                 let w = Tensor::f32(&[k, n], data(k * n, 12)).unwrap();
                 let packed = be.prepare_weight(&w).unwrap();
-                assert!(packed.panels().is_some());
+                assert!(packed.prepared::<Panels>().is_some());
                 assert_eq!(packed, w);
                 let want = be.matmul(&a, &w).unwrap();
                 assert_eq!(be.matmul(&a, &packed).unwrap(), want, "{sa:?} x [{k}, {n}]");
                 let (ah, wh) = (half(&a), half(&w));
                 let want = be.matmul(&ah, &wh).unwrap();
                 let packed = be.prepare_weight(&wh).unwrap();
-                assert!(packed.panels().is_some());
+                assert!(packed.prepared::<Panels>().is_some());
                 assert_eq!(be.matmul(&ah, &packed).unwrap(), want, "f16 {sa:?}");
             }
             // Left alone: narrow, not 2-D, not a float.
@@ -708,7 +708,7 @@ mod tests {
                 Tensor::f32(&[2, 4, 64], data(512, 1)).unwrap(),
                 Tensor::i64(&[2, 64], vec![1; 128]).unwrap(),
             ] {
-                assert!(be.prepare_weight(&t).unwrap().panels().is_none());
+                assert!(be.prepare_weight(&t).unwrap().prepared::<Panels>().is_none());
             }
         }
     }

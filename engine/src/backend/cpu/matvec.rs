@@ -117,6 +117,8 @@ enum PanelData {
     F16(Vec<f16>),
 }
 
+impl crate::tensor::Prepared for Panels {}
+
 impl std::fmt::Debug for Panels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -494,10 +494,10 @@ impl Backend for CpuBackend {
     fn prepare_weight(&self, t: &Tensor) -> Result<Tensor> {
         Ok(match (t.shape(), t.data()) {
             (&[k, n], Data::F32(w)) if k > 0 && n >= matvec::PANEL => {
-                t.with_panels(Panels::f32(w, k, n))
+                t.with_prepared(Panels::f32(w, k, n))
             }
             (&[k, n], Data::F16(w)) if k > 0 && n >= matvec::PANEL => {
-                t.with_panels(Panels::f16(w, k, n))
+                t.with_prepared(Panels::f16(w, k, n))
             }
             _ => t.clone(),
         })

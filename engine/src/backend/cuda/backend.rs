@@ -5,7 +5,8 @@
 //! the graph transposes it). Casts, where, comparisons and logic, and gather (indices read on the
 //! device) run on device kernels for every stored type. The rest runs through the CPU backend on
 //! a host copy: integer arithmetic (shape arithmetic: small, and what ORT also keeps on the
-//! host), integer reductions, trilu, and matmuls whose batch dims broadcast unevenly. Each such
+//! host), integer reductions, bf16 reductions and reductions over axes that are not one
+//! contiguous block, trilu, and matmuls whose batch dims broadcast unevenly. Each such
 //! call costs a download and an upload, and is what keeps a step out of a CUDA graph: the
 //! backend says so per op ([`Backend::take_host_work`]).
 //!
@@ -16,7 +17,7 @@
 //! so the same sequence of ops gets the same addresses on every run; [`CudaBackend::measure_begin`]
 //! sizes it on an eager run first. While [`CudaBackend::set_strict`] is on (during a capture),
 //! work that would leave the device is an error naming the op instead of a silent stale value.
-//! The fused decode path ([`super::llama`]) does not use this backend at all.
+//! The fused decode path (`crate::decode::cuda_llama`) uses the `Device`, not this backend.
 
 use std::sync::{Arc, Mutex};
 
