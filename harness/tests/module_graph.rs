@@ -487,6 +487,13 @@ fn harness_modules_depend_on_each_other_one_way() {
     );
 }
 
+/// Writes `text` to `root/rel`, making its folders: the scratch crates of the tests below.
+fn write_file(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 /// The engine's bottom layers (ARCHITECTURE.md, invariant 6, and `engine/src/lib.rs`): the
 /// low-level modules import only each other, and `backend/` only them and itself, so neither
 /// learns about ONNX, graphs or sessions, and the backends sit on the tensor, never the other
@@ -539,11 +546,7 @@ fn engine_low_level_modules_and_backends_import_nothing_above_them() {
 fn an_upward_engine_import_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
-    let write = |rel: &str, text: &str| {
-        let p = src.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| write_file(src, rel, text);
     write(
         "lib.rs",
         "pub mod backend;\npub mod ops;\npub mod tensor;\npub mod dtype;\n",
@@ -586,11 +589,7 @@ fn an_upward_engine_import_is_caught() {
 fn a_cycle_put_back_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
-    let write = |rel: &str, text: &str| {
-        let p = src.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |rel: &str, text: &str| write_file(src, rel, text);
     write("lib.rs", "pub mod stats;\npub mod results;\n");
     write(
         "stats/mod.rs",

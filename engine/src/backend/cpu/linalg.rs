@@ -708,7 +708,12 @@ mod tests {
                 Tensor::f32(&[2, 4, 64], data(512, 1)).unwrap(),
                 Tensor::i64(&[2, 64], vec![1; 128]).unwrap(),
             ] {
-                assert!(be.prepare_weight(&t).unwrap().prepared::<Panels>().is_none());
+                assert!(
+                    be.prepare_weight(&t)
+                        .unwrap()
+                        .prepared::<Panels>()
+                        .is_none()
+                );
             }
         }
     }
