@@ -1,4 +1,6 @@
-//! The shape of `harness/src`: its modules' dependencies point one way (no import cycles).
+//! The shape of `harness/src`: its modules' dependencies point one way (no import cycles); and
+//! of the engine's bottom layers: its low-level modules and backends import nothing above them
+//! (`upward_imports`, on the same import reader).
 //!
 //! The pipeline (vocabulary → stats → config → results → git/build → measure → gate → e2e →
 //! report → post/actions → commands) is only readable while no stage calls back into a later
