@@ -425,7 +425,7 @@ pub struct E2eCase {
     #[serde(default = "default_dtype")]
     pub dtype: Dtype,
     /// Decode every input with the oracle too (the default). `false` leaves the golden as the
-    /// only reference, for prompts the naive f64 oracle takes minutes over (a 3922-token SmolLM2
+    /// only reference, for prompts the naive fp32 oracle takes minutes over (a 3922-token SmolLM2
     /// prompt: 420 s on the 2-vCPU CI-class VM, per side of a compare, against a deadline of
     /// `deadlines.e2e_s` per call); the check then says the oracle was not run, and the case
     /// must use goldens, not prompts.
