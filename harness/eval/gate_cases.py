@@ -50,6 +50,7 @@ from pathlib import Path
 
 import ground_truth
 import hold
+import hostkind
 import procs
 import saved
 
@@ -138,7 +139,10 @@ def run_cases(a):
         meta = {"case": name, "suite": suite, "base": rev, "exit": code,
                 "wall_s": round(time.time() - started, 1), "loadavg_after": load,
                 "condition": "quiet" if a.load == "none" else a.load, "load": load_rec,
-                "stages_s": stages, "cold": is_cold(stages)}
+                "stages_s": stages, "cold": is_cold(stages),
+                # The host, as measure.py records a case's in hosts.json: quick runs are started
+                # by measure-all.sh without it, so each says itself where it ran.
+                "cpu": hostkind.cpu_model(), "cpu_id": hostkind.cpu_id()}
         (dest / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
         if (dest / "results.json").is_file():
             saved.compress_saved(dest / "results.json")
@@ -638,7 +642,11 @@ def wall_cell(metas):
     cold ones (a first run on a fresh VM, which built the base's whole dependency graph:
     `is_cold`) apart with their build time, since the target is about a warm check. Runs from
     before 2026-12-05 recorded no build times and count as warm (which of them were a VM's
-    first is not known; corpus/README.md says so)."""
+    first is not known; corpus/README.md says so). A run whose `harness compare` could not run
+    (exit 2 or any other code than 0 and 1) timed no check: it is left out, and the cell says how
+    many were."""
+    failed = [m for m in metas if m.get("exit") not in (None, 0, 1)]
+    metas = [m for m in metas if m.get("exit") in (None, 0, 1)]
     warm = [m["wall_s"] for m in metas if not m.get("cold")]
     cold = [m for m in metas if m.get("cold")]
     cell = minutes(warm) if warm or not cold else "no warm run yet"
@@ -648,6 +656,10 @@ def wall_cell(metas):
             return f"{m['wall_s'] / 60:.1f} min" + (
                 f" ({b / 60:.1f} of it the base's build)" if b is not None else "")
         cell += "; apart, cold first runs: " + ", ".join(one(m) for m in cold)
+    if failed:
+        codes = ", ".join(str(m.get("exit")) for m in failed)
+        runs = f"{len(failed)} run{'s' if len(failed) > 1 else ''}"
+        cell += f"; left out: {runs} that could not run (exit {codes})"
     return cell
 
 

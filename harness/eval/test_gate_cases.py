@@ -477,6 +477,16 @@ class BuildStagesTest(unittest.TestCase):
         only_cold = gate_cases.wall_cell([{"wall_s": 1500.0, "cold": True}])
         self.assertEqual(only_cold, "no warm run yet; apart, cold first runs: 25.0 min")
 
+    def test_the_wall_cell_leaves_out_runs_that_could_not_run(self):
+        metas = [{"wall_s": 600.0, "exit": 0}, {"wall_s": 720.0, "exit": 1},
+                 {"wall_s": 5.0, "exit": 2}]
+        cell = gate_cases.wall_cell(metas)
+        self.assertTrue(cell.startswith("median 11.0 min, max 12.0 min (2 runs)"), cell)
+        self.assertTrue(cell.endswith("; left out: 1 run that could not run (exit 2)"), cell)
+        # runs from before `exit` was recorded count as they did
+        self.assertEqual(gate_cases.wall_cell([{"wall_s": 600.0}]),
+                         "median 10.0 min, max 10.0 min (1 run)")
+
 
 class PrepareTest(unittest.TestCase):
     def test_a_relative_cases_dir_is_applied_from_inside_the_work_clone(self):

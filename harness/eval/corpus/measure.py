@@ -20,7 +20,8 @@ Per case, in this order:
   quiet     gate_cases.py run, suite full, harness.yaml, no load -> ../results/corpus/quiet/CASE/
   one-core  the same under evaluate.py's one-core busy loop -> ../results/corpus/one-core/CASE/
   truth-t2-late
-            truth-t2 again after the gate's runs, a second sitting at least their length later
+            truth-t2 again after the gate's runs, a second sitting at least 25 minutes after the
+            first ended (LATE_AFTER_S)
             (the third corpus's procedure: a two-thread row's cost moves with the machine's
             state, results/t2-settings/README.md; gate_cases.py pools the two sittings)
             -> ../results/corpus/ground-truth-t2-late/CASE/ground-truth.json
