@@ -637,6 +637,13 @@ def minutes(walls):
             f"({len(walls)} run{'' if len(walls) == 1 else 's'})")
 
 
+def compare_ran(meta):
+    """Whether a run's `run.json` record timed a check: its `harness compare` exited 0 or 1
+    (records from before `exit` was kept count). measure.py's `ran` is laxer on purpose: a gate
+    run that built something and then exited 2 is a result there, its rows kept."""
+    return meta.get("exit") in (None, 0, 1)
+
+
 def wall_cell(metas):
     """The wall-time cell of runs' `run.json` records: the warm ones' median and max, and the
     cold ones (a first run on a fresh VM, which built the base's whole dependency graph:
@@ -645,8 +652,8 @@ def wall_cell(metas):
     first is not known; corpus/README.md says so). A run whose `harness compare` could not run
     (exit 2 or any other code than 0 and 1) timed no check: it is left out, and the cell says how
     many were."""
-    failed = [m for m in metas if m.get("exit") not in (None, 0, 1)]
-    metas = [m for m in metas if m.get("exit") in (None, 0, 1)]
+    failed = [m for m in metas if not compare_ran(m)]
+    metas = [m for m in metas if compare_ran(m)]
     warm = [m["wall_s"] for m in metas if not m.get("cold")]
     cold = [m for m in metas if m.get("cold")]
     cell = minutes(warm) if warm or not cold else "no warm run yet"
