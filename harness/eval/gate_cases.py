@@ -35,6 +35,22 @@ headline table):
       --out harness/eval/results/corpus/one-core --load one-core \\
       --aa harness/eval/results/corpus/aa --quick harness/eval/results/corpus/quick \\
       --readme README.md
+The fresh corpus's table (harness/eval/README.md, "The fresh corpus's table"; no --readme: it
+has no markers there):
+  python3 harness/eval/gate_cases.py headline --cases-dir harness/eval/corpus-fresh \\
+      --ground harness/eval/results/corpus-fresh/ground-truth \\
+      --ground-sampling harness/eval/results/corpus-fresh/ground-truth-sampling \\
+      --ground-t2 harness/eval/results/corpus-fresh/ground-truth-t2 \\
+      --out harness/eval/results/corpus-fresh/quiet --load none \\
+      --out harness/eval/results/corpus-fresh/one-core --load one-core \\
+      --aa harness/eval/results/corpus-fresh/aa --quick harness/eval/results/corpus-fresh/quick
+The third corpus's (the README's headline; its two-thread truths in two sittings, pooled):
+  R=harness/eval/results/corpus-third
+  python3 harness/eval/gate_cases.py headline --cases-dir harness/eval/corpus-third \\
+      --ground $R/ground-truth --ground-sampling $R/ground-truth-sampling \\
+      --ground-t2 $R/ground-truth-t2,$R/ground-truth-t2-late \\
+      --out $R/quiet --load none --out $R/one-core --load one-core \\
+      --aa $R/aa --quick $R/quick --readme README.md
 Standard library only. Every child process has a deadline.
 """
 
