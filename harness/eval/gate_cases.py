@@ -44,13 +44,8 @@ has no markers there):
       --out harness/eval/results/corpus-fresh/quiet --load none \\
       --out harness/eval/results/corpus-fresh/one-core --load one-core \\
       --aa harness/eval/results/corpus-fresh/aa --quick harness/eval/results/corpus-fresh/quick
-The third corpus's (the README's headline; its two-thread truths in two sittings, pooled):
-  R=harness/eval/results/corpus-third
-  python3 harness/eval/gate_cases.py headline --cases-dir harness/eval/corpus-third \\
-      --ground $R/ground-truth --ground-sampling $R/ground-truth-sampling \\
-      --ground-t2 $R/ground-truth-t2,$R/ground-truth-t2-late \\
-      --out $R/quiet --load none --out $R/one-core --load one-core \\
-      --aa $R/aa --quick $R/quick --readme README.md
+The third corpus's (the README's headline; its two-thread truths in two sittings, pooled), with
+its per-row tables and buckets: harness/eval/corpus-third/tabulate.sh.
 Standard library only. Every child process has a deadline.
 """
 
